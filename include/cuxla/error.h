@@ -1,0 +1,28 @@
+// cuxla/error.h — the one exception type every cuxla layer throws, tagged with
+// the Python exception it becomes at the binding boundary.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace cuxla {
+
+// Which Python exception an Error maps to (DESIGN.md, "Errors").
+enum class ErrorKind {
+  kValue,    // a bad argument: ValueError
+  kBuffer,   // something DLPack cannot describe: BufferError
+  kMemory,   // out of memory: MemoryError
+  kRuntime,  // everything else: RuntimeError
+};
+
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorKind kind, const std::string& message)
+      : std::runtime_error(message), kind_(kind) {}
+  ErrorKind kind() const noexcept { return kind_; }
+
+ private:
+  ErrorKind kind_;
+};
+
+}  // namespace cuxla

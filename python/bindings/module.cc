@@ -1,0 +1,255 @@
+// python/bindings/module.cc — the nanobind module cuxla._cuxla: Python types
+// over the C++ API, exception translation and GIL release. No logic of its own
+// beyond converting between Python and C++ values.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cuda/driver.h"
+#include "cuxla/cuxla.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+using cuxla::Array;
+using cuxla::Client;
+using cuxla::ClientState;
+using cuxla::Device;
+using cuxla::Executable;
+
+// A device as Python sees it: it keeps its client alive.
+struct PyDevice {
+  std::shared_ptr<const ClientState> state;
+  const Device* device;
+};
+
+PyDevice Wrap(const std::shared_ptr<const ClientState>& state, const Device& device) {
+  return PyDevice{state, &device};
+}
+
+nb::tuple Shape(const Array& array) {
+  nb::list shape;
+  for (int64_t d : array.dims()) shape.append(d);
+  return nb::tuple(shape);
+}
+
+// numpy.dtype for a cuxla dtype; ml_dtypes registers bfloat16 and float8 names.
+nb::object NumpyDType(cuxla::DType dtype) {
+  static nb::object np_dtype = [] {
+    nb::module_::import_("ml_dtypes");
+    return nb::module_::import_("numpy").attr("dtype");
+  }();
+  return np_dtype(std::string(cuxla::DTypeName(dtype)));
+}
+
+cuxla::DType DTypeFromName(const std::string& name) {
+  if (auto dtype = cuxla::DTypeFromName(name)) return *dtype;
+  throw cuxla::Error(cuxla::ErrorKind::kBuffer, "cuxla does not support dtype " + name);
+}
+
+nb::object MemoryStatsDict(const std::optional<cuxla::MemoryStats>& stats) {
+  if (!stats) return nb::none();
+  nb::dict d;
+  d["bytes_in_use"] = stats->bytes_in_use;
+  d["peak_bytes_in_use"] = stats->peak_bytes_in_use;
+  d["bytes_limit"] = stats->bytes_limit;
+  d["pool_bytes"] = stats->pool_bytes;
+  return d;
+}
+
+}  // namespace
+
+NB_MODULE(_cuxla, m) {
+  m.doc() = "cuxla's C++ core (PJRT plugins, clients, arrays, executables)";
+
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const cuxla::Error& e) {
+      switch (e.kind()) {
+        case cuxla::ErrorKind::kValue: PyErr_SetString(PyExc_ValueError, e.what()); break;
+        case cuxla::ErrorKind::kBuffer: PyErr_SetString(PyExc_BufferError, e.what()); break;
+        case cuxla::ErrorKind::kMemory: PyErr_SetString(PyExc_MemoryError, e.what()); break;
+        case cuxla::ErrorKind::kRuntime: PyErr_SetString(PyExc_RuntimeError, e.what()); break;
+      }
+    }
+  });
+
+  m.attr("PJRT_HEADER_VERSION") =
+      nb::make_tuple(static_cast<int>(PJRT_API_MAJOR), static_cast<int>(PJRT_API_MINOR));
+  m.attr("DTYPES") = [] {
+    nb::list names;
+    for (int i = 0; i <= static_cast<int>(cuxla::DType::kFloat8E8M0FNU); ++i)
+      names.append(std::string(cuxla::DTypeName(static_cast<cuxla::DType>(i))));
+    return nb::tuple(names);
+  }();
+
+  m.def("cuda_driver", [] {
+    const cuxla::cuda::DriverStatus& s = cuxla::cuda::Driver();
+    nb::dict d;
+    d["available"] = s.available;
+    d["version"] = s.version;
+    d["device_count"] = s.device_count;
+    d["why_not"] = s.why_not;
+    return d;
+  }, "The CUDA driver as found at run time.");
+
+  m.def("known_platforms", &cuxla::pjrt::KnownPlatforms);
+
+  m.def("find_plugin", [](const std::string& platform, const std::vector<std::string>& dirs) {
+    cuxla::pjrt::PluginSearch search = cuxla::pjrt::FindPlugin(platform, dirs);
+    nb::list tried;
+    for (const auto& c : search.candidates) tried.append(nb::make_tuple(c.path, c.outcome));
+    return nb::make_tuple(search.found, tried);
+  }, "platform"_a, "package_dirs"_a,
+     "Where `platform`'s plugin is: (path or None, [(path, outcome), ...]).");
+
+  m.def("choose_plugin", [](const std::string& platform, const std::string& plugin,
+                            const std::vector<std::string>& dirs) {
+    cuxla::pjrt::PluginChoice choice = cuxla::pjrt::ChoosePlugin(platform, plugin, dirs);
+    return nb::make_tuple(choice.platform, choice.path);
+  }, "platform"_a, "plugin"_a, "package_dirs"_a);
+
+  nb::class_<cuxla::pjrt::Plugin>(m, "Plugin")
+      .def_static("load", &cuxla::pjrt::Plugin::Load, "path"_a,
+                  "Loads (once per process) the PJRT plugin at `path`.")
+      .def_prop_ro("path", &cuxla::pjrt::Plugin::path)
+      .def_prop_ro("api_version", [](const cuxla::pjrt::Plugin& p) {
+        return nb::make_tuple(p.api().major(), p.api().minor());
+      })
+      .def("attributes", &cuxla::pjrt::Plugin::Attributes);
+
+  nb::class_<PyDevice>(m, "Device")
+      .def_prop_ro("id", [](const PyDevice& d) { return d.device->id; })
+      .def_prop_ro("local_hardware_id", [](const PyDevice& d) { return d.device->local_hardware_id; })
+      .def_prop_ro("platform", [](const PyDevice& d) { return d.device->platform; })
+      .def_prop_ro("kind", [](const PyDevice& d) { return d.device->kind; })
+      .def("__eq__", [](const PyDevice& a, const PyDevice& b) { return a.device == b.device; })
+      .def("__hash__", [](const PyDevice& d) { return reinterpret_cast<uintptr_t>(d.device); })
+      .def("__repr__", [](const PyDevice& d) {
+        return d.device->platform + "(id=" + std::to_string(d.device->id) + ")";
+      });
+
+  nb::class_<Client>(m, "_Client")
+      .def_static("create", [](const std::string& path, const std::string& platform,
+                               std::optional<bool> preallocate, std::optional<double> memory_fraction,
+                               std::optional<std::string> allocator,
+                               std::vector<int64_t> visible_devices) {
+        cuxla::ClientOptions options{preallocate, memory_fraction, allocator, std::move(visible_devices)};
+        auto plugin = cuxla::pjrt::Plugin::Load(path);
+        nb::gil_scoped_release release;
+        return Client::Create(plugin, platform, options);
+      }, "plugin"_a, "platform"_a, "preallocate"_a.none(), "memory_fraction"_a.none(),
+         "allocator"_a.none(), "visible_devices"_a)
+      .def_prop_ro("platform", &Client::platform)
+      .def_prop_ro("platform_version", &Client::platform_version)
+      .def_prop_ro("plugin", [](const Client& c) { return c.plugin().path(); })
+      .def_prop_ro("api_version", [](const Client& c) {
+        return nb::make_tuple(c.plugin().api().major(), c.plugin().api().minor());
+      })
+      .def_prop_ro("options", [](const Client& c) {
+        nb::dict d;
+        d["preallocate"] = c.options().preallocate;
+        d["memory_fraction"] = c.options().memory_fraction;
+        d["allocator"] = c.options().allocator;
+        return d;
+      })
+      .def("devices", [](const Client& c) {
+        std::vector<PyDevice> out;
+        for (const Device& d : c.devices()) out.push_back(Wrap(c.state(), d));
+        return out;
+      })
+      .def("device", [](const Client& c, int id) { return Wrap(c.state(), c.device(id)); }, "id"_a)
+      .def("memory_stats", [](const Client& c, const PyDevice& d) {
+        return MemoryStatsDict(c.memory_stats(*d.device));
+      }, "device"_a)
+      .def("_compile", [](Client& c, nb::bytes program) {
+        std::string_view text(program.c_str(), program.size());
+        nb::gil_scoped_release release;
+        return c.Compile(text, c.devices().front());
+      }, "program"_a, "Compiles for the client's first device (cached).");
+
+  m.def("_from_host", [](uintptr_t data, const std::string& dtype, std::vector<int64_t> dims,
+                         const PyDevice& device) {
+    cuxla::HostBuffer host{reinterpret_cast<const void*>(data), DTypeFromName(dtype),
+                           std::move(dims), {}};
+    nb::gil_scoped_release release;
+    return Array::FromHost(device.state, host, *device.device);
+  }, "data"_a, "dtype"_a, "dims"_a, "device"_a,
+     "Copies C-contiguous host memory at `data` to `device`.");
+
+  nb::class_<Array>(m, "Array")
+      .def_prop_ro("shape", &Shape)
+      .def_prop_ro("dtype", [](const Array& a) { return NumpyDType(a.dtype()); })
+      .def_prop_ro("ndim", [](const Array& a) { return a.dims().size(); })
+      .def_prop_ro("size", &Array::size)
+      .def_prop_ro("nbytes", &Array::nbytes)
+      .def_prop_ro("layout", [](const Array& a) {
+        nb::list l;
+        for (int64_t d : a.layout()) l.append(d);
+        return nb::tuple(l);
+      }, "Minor-to-major dimension order.")
+      .def_prop_ro("device", [](const Array& a) { a.buffer(); return Wrap(a.state(), a.device()); })
+      .def_prop_ro("is_deleted", &Array::is_deleted)
+      .def("unsafe_buffer_pointer", &Array::UnsafeBufferPointer)
+      .def("block_until_ready", [](nb::handle self) {
+        const Array& a = nb::cast<const Array&>(self);
+        {
+          nb::gil_scoped_release release;
+          a.BlockUntilReady();
+        }
+        return nb::borrow(self);
+      })
+      .def("numpy", [](const Array& a) {
+        a.buffer();  // raise before allocating for a deleted array
+        nb::object out = nb::module_::import_("numpy").attr("empty")(Shape(a), NumpyDType(a.dtype()));
+        auto data = nb::cast<uintptr_t>(out.attr("ctypes").attr("data"));
+        {
+          nb::gil_scoped_release release;
+          a.CopyToHost(reinterpret_cast<void*>(data), static_cast<size_t>(a.nbytes()));
+        }
+        return out;
+      }, "A host copy as a NumPy array.")
+      .def("delete", &Array::Delete, "Frees the device buffer now.")
+      .def("__repr__", [](const Array& a) {
+        if (a.is_deleted()) return std::string("Array(<deleted>)");
+        std::string dims;
+        for (int64_t d : a.dims()) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+        return "Array(shape=(" + dims + (a.dims().size() == 1 ? ",)" : ")") + ", dtype=" +
+               std::string(cuxla::DTypeName(a.dtype())) + ", device=" + a.device().platform +
+               ":" + std::to_string(a.device().id) + ")";
+      });
+
+  nb::class_<Executable>(m, "Executable")
+      .def_prop_ro("name", &Executable::name)
+      .def_prop_ro("num_outputs", &Executable::num_outputs)
+      .def_prop_ro("device", [](const Executable& e) { return Wrap(e.state(), e.device()); })
+      .def("__call__", [](const Executable& e, nb::args args) {
+        std::vector<const Array*> arrays;
+        arrays.reserve(args.size());
+        for (size_t i = 0; i < args.size(); ++i) {
+          if (!nb::isinstance<Array>(args[i]))
+            throw nb::type_error(("argument " + std::to_string(i) + " is a " +
+                                  nb::type_name(args[i].type()).c_str() + ", not a cuxla.Array")
+                                     .c_str());
+          arrays.push_back(&nb::cast<const Array&>(args[i]));
+        }
+        std::vector<Array> outputs;
+        {
+          nb::gil_scoped_release release;
+          outputs = e.Execute(arrays);
+        }
+        nb::list result;
+        for (Array& out : outputs) result.append(nb::cast(std::move(out)));
+        return nb::tuple(result);
+      }, "Runs on cuxla Arrays; returns a tuple of Arrays.");
+}

@@ -1,0 +1,123 @@
+"""Clients, the default client, and host data to device arrays."""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from typing import Any, Iterable
+
+import numpy as np
+
+from . import _cuxla
+
+
+def package_dirs() -> list[str]:
+    """Where installed Python packages (and so PJRT plugins) may be."""
+    return [p for p in sys.path if p]
+
+
+class Client:
+    """A PJRT client on one platform ("cuda" or "cpu").
+
+    ``platform=None`` picks CUDA when a GPU and the CUDA plugin are present,
+    else CPU. ``plugin`` is a path to a PJRT plugin, overriding discovery.
+    The memory options apply to CUDA only; ``None`` means "from the
+    environment (CUXLA_PREALLOCATE, CUXLA_MEM_FRACTION, CUXLA_ALLOCATOR), else
+    the default", and the default never preallocates.
+    """
+
+    def __init__(
+        self,
+        platform: str | None = None,
+        *,
+        plugin: str | os.PathLike | None = None,
+        preallocate: bool | None = None,
+        memory_fraction: float | None = None,
+        allocator: str | None = None,
+        visible_devices: Iterable[int] | None = None,
+    ) -> None:
+        chosen, path = _cuxla.choose_plugin(
+            platform or "", os.fspath(plugin) if plugin is not None else "", package_dirs()
+        )
+        self._core = _cuxla._Client.create(
+            path, chosen, preallocate, memory_fraction, allocator, list(visible_devices or [])
+        )
+
+    @property
+    def platform(self) -> str:
+        return self._core.platform
+
+    @property
+    def platform_version(self) -> str:
+        return self._core.platform_version
+
+    @property
+    def plugin(self) -> str:
+        """Path of the PJRT plugin this client was made from."""
+        return self._core.plugin
+
+    @property
+    def api_version(self) -> tuple[int, int]:
+        """The plugin's PJRT C API version, (major, minor)."""
+        return self._core.api_version
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The memory options in force (after the environment)."""
+        return self._core.options
+
+    def devices(self) -> list[_cuxla.Device]:
+        return self._core.devices()
+
+    def memory_stats(self, device: _cuxla.Device | None = None) -> dict[str, int | None] | None:
+        """The device allocator's statistics, or None where the plugin has none."""
+        return self._core.memory_stats(device if device is not None else self.devices()[0])
+
+    def __repr__(self) -> str:
+        return f"cuxla.Client({self.platform!r}, devices={len(self.devices())}, plugin={self.plugin!r})"
+
+
+_default_lock = threading.Lock()
+_default: Client | None = None
+
+
+def default_client() -> Client:
+    """The client made on first use: CUDA if a GPU and its plugin are there, else CPU."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Client()
+        return _default
+
+
+def devices() -> list[_cuxla.Device]:
+    """The default client's devices."""
+    return default_client().devices()
+
+
+def asarray(obj: Any, *, device: _cuxla.Device | None = None, client: Client | None = None) -> _cuxla.Array:
+    """Copy host data (NumPy arrays, lists, scalars) to a device Array.
+
+    dtypes are kept exactly (float64 stays float64); Python scalars take
+    NumPy's default types. ``device`` defaults to the client's first device.
+    """
+    if isinstance(obj, _cuxla.Array) and (device is None or obj.device == device):
+        return obj
+    if device is None:
+        device = (client or default_client()).devices()[0]
+    host = np.asarray(obj, order="C")
+    if host.dtype.name not in _cuxla.DTYPES:
+        raise BufferError(f"cuxla does not support dtype {host.dtype}")
+    return _cuxla._from_host(host.ctypes.data, host.dtype.name, list(host.shape), device)
+
+
+def compile(program: str | bytes, *, client: Client | None = None) -> _cuxla.Executable:
+    """Compile StableHLO (MLIR text or bytecode) for the client's first device.
+
+    The same program on the same client returns the same Executable.
+    """
+    if isinstance(program, str):
+        program = program.encode()
+    if not isinstance(program, (bytes, bytearray, memoryview)):
+        raise TypeError(f"program must be str or bytes, not {type(program).__name__}")
+    return (client or default_client())._core._compile(bytes(program))

@@ -1,0 +1,101 @@
+#include "pjrt/api.h"
+
+#include <string>
+#include <utility>
+
+namespace cuxla::pjrt {
+namespace {
+
+ErrorKind KindOf(PJRT_Error_Code code) {
+  switch (code) {
+    case PJRT_Error_Code_INVALID_ARGUMENT:
+    case PJRT_Error_Code_OUT_OF_RANGE:
+      return ErrorKind::kValue;
+    case PJRT_Error_Code_RESOURCE_EXHAUSTED:
+      return ErrorKind::kMemory;
+    default:
+      return ErrorKind::kRuntime;
+  }
+}
+
+// Destroys a PJRT_Error that nobody can report (from a destroy call).
+void Discard(const Api* api, PJRT_Error* error) noexcept {
+  if (error == nullptr || !api->Has(&PJRT_Api::PJRT_Error_Destroy)) return;
+  auto args = CUXLA_PJRT_ARGS(PJRT_Error_Destroy_Args);
+  args.error = error;
+  api->raw()->PJRT_Error_Destroy(&args);
+}
+
+}  // namespace
+
+Api::Api(const PJRT_Api* api, std::string plugin_path)
+    : api_(api), plugin_path_(std::move(plugin_path)) {}
+
+std::string Api::version() const {
+  return std::to_string(major()) + "." + std::to_string(minor());
+}
+
+void Api::ThrowMissing(const char* name) const {
+  throw Error(ErrorKind::kRuntime,
+              std::string(name) + " is not provided by PJRT plugin " + plugin_path_ +
+                  " (PJRT C API " + version() + "); it needs a newer PJRT C API than " +
+                  version() + " (cuxla was built against " + std::to_string(PJRT_API_MAJOR) +
+                  "." + std::to_string(PJRT_API_MINOR) + ")");
+}
+
+void Api::Check(PJRT_Error* error, const char* entry) const {
+  if (error == nullptr) return;
+  auto message_args = CUXLA_PJRT_ARGS(PJRT_Error_Message_Args);
+  message_args.error = error;
+  api_->PJRT_Error_Message(&message_args);
+  std::string message(message_args.message, message_args.message_size);
+
+  PJRT_Error_Code code = PJRT_Error_Code_UNKNOWN;
+  if (Has(&PJRT_Api::PJRT_Error_GetCode)) {
+    auto code_args = CUXLA_PJRT_ARGS(PJRT_Error_GetCode_Args);
+    code_args.error = error;
+    Discard(this, api_->PJRT_Error_GetCode(&code_args));
+    code = code_args.code;
+  }
+  Discard(this, error);
+  throw Error(KindOf(code), std::string(entry) + ": " + message);
+}
+
+void ClientDestroy::operator()(PJRT_Client* client) const noexcept {
+  auto args = CUXLA_PJRT_ARGS(PJRT_Client_Destroy_Args);
+  args.client = client;
+  Discard(api, api->raw()->PJRT_Client_Destroy(&args));
+}
+
+void BufferDestroy::operator()(PJRT_Buffer* buffer) const noexcept {
+  auto args = CUXLA_PJRT_ARGS(PJRT_Buffer_Destroy_Args);
+  args.buffer = buffer;
+  Discard(api, api->raw()->PJRT_Buffer_Destroy(&args));
+}
+
+void EventDestroy::operator()(PJRT_Event* event) const noexcept {
+  auto args = CUXLA_PJRT_ARGS(PJRT_Event_Destroy_Args);
+  args.event = event;
+  Discard(api, api->raw()->PJRT_Event_Destroy(&args));
+}
+
+void LoadedExecutableDestroy::operator()(PJRT_LoadedExecutable* executable) const noexcept {
+  auto args = CUXLA_PJRT_ARGS(PJRT_LoadedExecutable_Destroy_Args);
+  args.executable = executable;
+  Discard(api, api->raw()->PJRT_LoadedExecutable_Destroy(&args));
+}
+
+void ExecutableDestroy::operator()(PJRT_Executable* executable) const noexcept {
+  auto args = CUXLA_PJRT_ARGS(PJRT_Executable_Destroy_Args);
+  args.executable = executable;
+  Discard(api, api->raw()->PJRT_Executable_Destroy(&args));
+}
+
+void Await(const Api& api, PJRT_Event* event, const char* what) {
+  EventPtr owned(event, EventDestroy{&api});
+  auto args = CUXLA_PJRT_ARGS(PJRT_Event_Await_Args);
+  args.event = event;
+  api.Check(api.Get(&PJRT_Api::PJRT_Event_Await, "PJRT_Event_Await")(&args), what);
+}
+
+}  // namespace cuxla::pjrt

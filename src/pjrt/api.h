@@ -1,0 +1,101 @@
+// pjrt/api.h — calling a plugin's PJRT_Api: argument structs, guards on the
+// plugin's function table, PJRT_Error -> cuxla::Error, and one RAII owner per
+// PJRT object kind.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "cuxla/error.h"
+#include "xla/pjrt/c/pjrt_c_api.h"
+
+namespace cuxla::pjrt {
+
+// The one place an args struct is made: zeroed, struct_size set to the size
+// this header declares (its PJRT_STRUCT_SIZE), extension_start null.
+template <class T>
+T MakeArgs(size_t struct_size) noexcept {
+  T args{};
+  args.struct_size = struct_size;
+  return args;
+}
+#define CUXLA_PJRT_ARGS(type) ::cuxla::pjrt::MakeArgs<type>(type##_STRUCT_SIZE)
+
+// A plugin's function table with its version. Every call goes through Fn(),
+// which checks that the plugin's table is long enough to hold the entry.
+class Api {
+ public:
+  Api(const PJRT_Api* api, std::string plugin_path);
+
+  const PJRT_Api* raw() const noexcept { return api_; }
+  int major() const noexcept { return api_->pjrt_api_version.major_version; }
+  int minor() const noexcept { return api_->pjrt_api_version.minor_version; }
+  const std::string& plugin_path() const noexcept { return plugin_path_; }
+  std::string version() const;  // "0.81"
+
+  // True when the plugin's table holds a non-null entry at `field`.
+  template <class Fn>
+  bool Has(Fn* PJRT_Api::*field) const noexcept {
+    return EntryFits(reinterpret_cast<const char*>(&(api_->*field)) -
+                     reinterpret_cast<const char*>(api_)) &&
+           api_->*field != nullptr;
+  }
+
+  // The entry at `field`; throws naming `name` and the versions when the
+  // plugin is too old to have it.
+  template <class Fn>
+  Fn* Get(Fn* PJRT_Api::*field, const char* name) const {
+    if (!Has(field)) ThrowMissing(name);
+    return api_->*field;
+  }
+
+  // Turns a PJRT_Error into a cuxla::Error (destroying it); no-op on null.
+  void Check(PJRT_Error* error, const char* entry) const;
+
+ private:
+  bool EntryFits(std::ptrdiff_t offset) const noexcept {
+    return offset >= 0 && static_cast<size_t>(offset) + sizeof(void*) <= api_->struct_size;
+  }
+  [[noreturn]] void ThrowMissing(const char* name) const;
+
+  const PJRT_Api* api_;  // owned by the plugin, which is never unloaded
+  std::string plugin_path_;
+};
+
+// Calls PJRT entry `fn` with `args` on `api` and throws on error.
+#define CUXLA_PJRT_CALL(api, fn, args) \
+  (api).Check((api).Get(&PJRT_Api::fn, #fn)(args), #fn)
+
+// RAII owners: each keeps the Api it came from (which outlives it: plugins are
+// never unloaded) and calls its kind's destroy entry exactly once.
+struct ClientDestroy {
+  const Api* api;
+  void operator()(PJRT_Client* client) const noexcept;
+};
+struct BufferDestroy {
+  const Api* api;
+  void operator()(PJRT_Buffer* buffer) const noexcept;
+};
+struct EventDestroy {
+  const Api* api;
+  void operator()(PJRT_Event* event) const noexcept;
+};
+struct LoadedExecutableDestroy {
+  const Api* api;
+  void operator()(PJRT_LoadedExecutable* executable) const noexcept;
+};
+struct ExecutableDestroy {
+  const Api* api;
+  void operator()(PJRT_Executable* executable) const noexcept;
+};
+using ClientPtr = std::unique_ptr<PJRT_Client, ClientDestroy>;
+using BufferPtr = std::unique_ptr<PJRT_Buffer, BufferDestroy>;
+using EventPtr = std::unique_ptr<PJRT_Event, EventDestroy>;
+using LoadedExecutablePtr = std::unique_ptr<PJRT_LoadedExecutable, LoadedExecutableDestroy>;
+using ExecutablePtr = std::unique_ptr<PJRT_Executable, ExecutableDestroy>;
+
+// Blocks until `event` is ready and throws its error, if any.
+void Await(const Api& api, PJRT_Event* event, const char* what);
+
+}  // namespace cuxla::pjrt

@@ -1,0 +1,219 @@
+#include "pjrt/client.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "pjrt/array.h"
+#include "pjrt/executable.h"
+
+namespace cuxla {
+namespace {
+
+constexpr std::string_view kAllocators[] = {"default", "platform", "bfc", "cuda_async"};
+
+[[noreturn]] void BadOption(const std::string& message) {
+  throw Error(ErrorKind::kValue, message);
+}
+
+std::optional<std::string> Env(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  return std::string(value);
+}
+
+bool ParseBool(const char* variable, const std::string& text) {
+  std::string lower = text;
+  std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+  if (lower == "1" || lower == "true" || lower == "yes" || lower == "on") return true;
+  if (lower == "0" || lower == "false" || lower == "no" || lower == "off") return false;
+  BadOption(std::string(variable) + "='" + text + "' is not a boolean (use 1/0, true/false)");
+}
+
+double ParseFraction(const char* variable, const std::string& text) {
+  char* end = nullptr;
+  double value = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || *end != '\0')
+    BadOption(std::string(variable) + "='" + text + "' is not a number");
+  return value;
+}
+
+void Validate(const ClientOptions& options) {
+  if (options.memory_fraction &&
+      !(*options.memory_fraction > 0.0 && *options.memory_fraction <= 1.0))
+    BadOption("memory_fraction must be in (0, 1], got " + std::to_string(*options.memory_fraction));
+  if (options.allocator &&
+      std::find(std::begin(kAllocators), std::end(kAllocators), *options.allocator) ==
+          std::end(kAllocators))
+    BadOption("allocator must be one of default, platform, bfc, cuda_async; got '" +
+              *options.allocator + "'");
+}
+
+// PJRT named values pointing into `options`, which must outlive them.
+std::vector<PJRT_NamedValue> NamedValues(const ClientOptions& options) {
+  std::vector<PJRT_NamedValue> values;
+  auto add = [&](std::string_view name, PJRT_NamedValue_Type type) -> PJRT_NamedValue& {
+    PJRT_NamedValue& value = values.emplace_back(CUXLA_PJRT_ARGS(PJRT_NamedValue));
+    value.name = name.data();
+    value.name_size = name.size();
+    value.type = type;
+    value.value_size = 1;
+    return value;
+  };
+  // Never preallocate unless asked: PyTorch shares the card (DESIGN.md, "Memory").
+  add("preallocate", PJRT_NamedValue_kBool).bool_value = options.preallocate.value_or(false);
+  if (options.memory_fraction)
+    add("memory_fraction", PJRT_NamedValue_kFloat).float_value =
+        static_cast<float>(*options.memory_fraction);
+  if (options.allocator) {
+    PJRT_NamedValue& value = add("allocator", PJRT_NamedValue_kString);
+    value.string_value = options.allocator->c_str();
+    value.value_size = options.allocator->size();
+  }
+  if (!options.visible_devices.empty()) {
+    PJRT_NamedValue& value = add("visible_devices", PJRT_NamedValue_kInt64List);
+    value.int64_array_value = options.visible_devices.data();
+    value.value_size = options.visible_devices.size();
+  }
+  return values;
+}
+
+std::string DescriptionString(const pjrt::Api& api, PJRT_DeviceDescription* description) {
+  auto args = CUXLA_PJRT_ARGS(PJRT_DeviceDescription_Kind_Args);
+  args.device_description = description;
+  CUXLA_PJRT_CALL(api, PJRT_DeviceDescription_Kind, &args);
+  return std::string(args.device_kind, args.device_kind_size);
+}
+
+Device DescribeDevice(const pjrt::Api& api, PJRT_Device* handle, const std::string& platform) {
+  Device device;
+  device.handle = handle;
+  device.platform = platform;
+  auto desc_args = CUXLA_PJRT_ARGS(PJRT_Device_GetDescription_Args);
+  desc_args.device = handle;
+  CUXLA_PJRT_CALL(api, PJRT_Device_GetDescription, &desc_args);
+  auto id_args = CUXLA_PJRT_ARGS(PJRT_DeviceDescription_Id_Args);
+  id_args.device_description = desc_args.device_description;
+  CUXLA_PJRT_CALL(api, PJRT_DeviceDescription_Id, &id_args);
+  device.id = id_args.id;
+  device.kind = DescriptionString(api, desc_args.device_description);
+  auto hw_args = CUXLA_PJRT_ARGS(PJRT_Device_LocalHardwareId_Args);
+  hw_args.device = handle;
+  CUXLA_PJRT_CALL(api, PJRT_Device_LocalHardwareId, &hw_args);
+  device.local_hardware_id = hw_args.local_hardware_id;
+  return device;
+}
+
+}  // namespace
+
+ClientOptions ClientOptions::WithEnvironment() const {
+  ClientOptions merged = *this;
+  if (!merged.preallocate)
+    if (auto text = Env("CUXLA_PREALLOCATE")) merged.preallocate = ParseBool("CUXLA_PREALLOCATE", *text);
+  if (!merged.memory_fraction)
+    if (auto text = Env("CUXLA_MEM_FRACTION"))
+      merged.memory_fraction = ParseFraction("CUXLA_MEM_FRACTION", *text);
+  if (!merged.allocator)
+    if (auto text = Env("CUXLA_ALLOCATOR")) merged.allocator = *text;
+  return merged;
+}
+
+bool ClientOptions::empty() const noexcept {
+  return !preallocate && !memory_fraction && !allocator && visible_devices.empty();
+}
+
+const Device& ClientState::DeviceOf(PJRT_Device* handle) const {
+  for (const Device& device : devices)
+    if (device.handle == handle) return device;
+  throw Error(ErrorKind::kValue, "the device does not belong to this " + platform + " client");
+}
+
+std::shared_ptr<Client> Client::Create(std::shared_ptr<const pjrt::Plugin> plugin,
+                                       const std::string& platform,
+                                       const ClientOptions& options) {
+  const bool cuda = platform == "cuda";
+  if (!cuda && !options.empty())
+    BadOption("preallocate, memory_fraction, allocator and visible_devices apply to the cuda "
+              "platform only, not '" + platform + "'");
+  // The environment configures CUDA clients only; a CPU client ignores it.
+  const ClientOptions resolved = cuda ? options.WithEnvironment() : options;
+  Validate(resolved);
+  const std::vector<PJRT_NamedValue> named = cuda ? NamedValues(resolved) : std::vector<PJRT_NamedValue>{};
+
+  const pjrt::Api& api = plugin->api();
+  auto args = CUXLA_PJRT_ARGS(PJRT_Client_Create_Args);
+  args.create_options = named.data();
+  args.num_options = named.size();
+  CUXLA_PJRT_CALL(api, PJRT_Client_Create, &args);
+
+  auto state = std::make_shared<ClientState>();
+  state->plugin = std::move(plugin);
+  state->client = pjrt::ClientPtr(args.client, pjrt::ClientDestroy{&state->api()});
+
+  auto name_args = CUXLA_PJRT_ARGS(PJRT_Client_PlatformName_Args);
+  name_args.client = args.client;
+  CUXLA_PJRT_CALL(api, PJRT_Client_PlatformName, &name_args);
+  state->platform.assign(name_args.platform_name, name_args.platform_name_size);
+  if (state->platform != platform)
+    BadOption("PJRT plugin " + api.plugin_path() + " makes '" + state->platform +
+              "' clients, not '" + platform + "'");
+
+  auto dev_args = CUXLA_PJRT_ARGS(PJRT_Client_AddressableDevices_Args);
+  dev_args.client = args.client;
+  CUXLA_PJRT_CALL(api, PJRT_Client_AddressableDevices, &dev_args);
+  for (size_t i = 0; i < dev_args.num_addressable_devices; ++i)
+    state->devices.push_back(DescribeDevice(api, dev_args.addressable_devices[i], state->platform));
+  if (state->devices.empty())
+    throw Error(ErrorKind::kRuntime, "the " + platform + " client has no addressable device");
+  return std::make_shared<Client>(std::move(state), resolved);
+}
+
+std::string Client::platform_version() const {
+  auto args = CUXLA_PJRT_ARGS(PJRT_Client_PlatformVersion_Args);
+  args.client = state_->client.get();
+  CUXLA_PJRT_CALL(state_->api(), PJRT_Client_PlatformVersion, &args);
+  return std::string(args.platform_version, args.platform_version_size);
+}
+
+const Device& Client::device(int id) const {
+  for (const Device& device : state_->devices)
+    if (device.id == id) return device;
+  throw Error(ErrorKind::kValue, "no " + platform() + " device with id " + std::to_string(id) +
+                                     " (this client has " + std::to_string(devices().size()) + ")");
+}
+
+std::optional<MemoryStats> Client::memory_stats(const Device& device) const {
+  const pjrt::Api& api = state_->api();
+  if (!api.Has(&PJRT_Api::PJRT_Device_MemoryStats)) return std::nullopt;
+  auto args = CUXLA_PJRT_ARGS(PJRT_Device_MemoryStats_Args);
+  args.device = device.handle;
+  try {
+    CUXLA_PJRT_CALL(api, PJRT_Device_MemoryStats, &args);
+  } catch (const Error&) {
+    return std::nullopt;  // UNIMPLEMENTED on platforms without an allocator to report
+  }
+  MemoryStats stats;
+  stats.bytes_in_use = args.bytes_in_use;
+  if (args.peak_bytes_in_use_is_set) stats.peak_bytes_in_use = args.peak_bytes_in_use;
+  if (args.bytes_limit_is_set) stats.bytes_limit = args.bytes_limit;
+  if (args.pool_bytes_is_set) stats.pool_bytes = args.pool_bytes;
+  return stats;
+}
+
+Array Client::FromHost(const HostBuffer& host, const Device& device) const {
+  return Array::FromHost(state_, host, device);
+}
+
+std::shared_ptr<const Executable> Client::Compile(std::string_view program, const Device& device) {
+  std::string key = std::to_string(device.id);
+  key.push_back('\0');
+  key.append(program);
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  auto it = cache_.find(key);
+  if (it != cache_.end()) return it->second;
+  auto executable = Executable::Compile(state_, program, device);
+  cache_.emplace(std::move(key), executable);
+  return executable;
+}
+
+}  // namespace cuxla

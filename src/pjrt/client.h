@@ -1,0 +1,108 @@
+// pjrt/client.h — a PJRT client: its creation options, its devices, host <->
+// device copies and compiled executables (cached by program and device).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "pjrt/api.h"
+#include "pjrt/dtype.h"
+#include "pjrt/plugin.h"
+
+namespace cuxla {
+
+class Array;
+class Executable;
+
+// Options for a CUDA client (DESIGN.md, "Memory"). Unset fields fall back to
+// CUXLA_PREALLOCATE / CUXLA_MEM_FRACTION / CUXLA_ALLOCATOR, then to the
+// defaults: no preallocation, the plugin's own fraction and allocator.
+struct ClientOptions {
+  std::optional<bool> preallocate;
+  std::optional<double> memory_fraction;  // in (0, 1]
+  std::optional<std::string> allocator;   // "platform", "bfc", "cuda_async", "default"
+  std::vector<int64_t> visible_devices;   // empty: all
+
+  // These options with the environment filled in for unset fields; throws a
+  // ValueError-kind Error naming a malformed variable or value.
+  ClientOptions WithEnvironment() const;
+  bool empty() const noexcept;
+};
+
+struct Device {
+  PJRT_Device* handle = nullptr;  // valid while the client that listed it lives
+  int id = 0;                     // global id
+  int local_hardware_id = -1;     // CUDA ordinal on GPUs
+  std::string kind;               // "NVIDIA H200", "cpu"...
+  std::string platform;           // "cuda", "cpu"
+};
+
+struct MemoryStats {
+  int64_t bytes_in_use = 0;
+  std::optional<int64_t> peak_bytes_in_use;
+  std::optional<int64_t> bytes_limit;
+  std::optional<int64_t> pool_bytes;
+};
+
+// What every object made by a client needs, shared by the client, its arrays
+// and its executables so that the PJRT client is destroyed after all of them.
+struct ClientState {
+  std::shared_ptr<const pjrt::Plugin> plugin;  // keeps the Api alive (never unloaded)
+  pjrt::ClientPtr client;
+  std::string platform;
+  std::vector<Device> devices;  // addressable devices
+
+  const pjrt::Api& api() const noexcept { return plugin->api(); }
+  const Device& DeviceOf(PJRT_Device* handle) const;
+};
+
+// Host data to copy to a device: a pointer valid for the duration of the copy.
+struct HostBuffer {
+  const void* data = nullptr;
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> dims;
+  std::vector<int64_t> byte_strides;  // empty: C-contiguous
+};
+
+class Client {
+ public:
+  // Creates a client of `platform` ("cuda", "cpu") from `plugin`; refuses a
+  // plugin whose client reports another platform, and memory options on a
+  // platform other than CUDA.
+  static std::shared_ptr<Client> Create(std::shared_ptr<const pjrt::Plugin> plugin,
+                                        const std::string& platform,
+                                        const ClientOptions& options);
+
+  const std::string& platform() const noexcept { return state_->platform; }
+  std::string platform_version() const;
+  const std::vector<Device>& devices() const noexcept { return state_->devices; }
+  const Device& device(int id) const;  // by global id; ValueError if absent
+  const pjrt::Plugin& plugin() const noexcept { return *state_->plugin; }
+  const ClientOptions& options() const noexcept { return options_; }
+  // nullopt when the plugin does not report memory statistics.
+  std::optional<MemoryStats> memory_stats(const Device& device) const;
+
+  Array FromHost(const HostBuffer& host, const Device& device) const;
+  // Compiles StableHLO (MLIR text or bytecode) for `device`; the same program
+  // and device give the same Executable.
+  std::shared_ptr<const Executable> Compile(std::string_view program, const Device& device);
+
+  const std::shared_ptr<const ClientState>& state() const noexcept { return state_; }
+
+  Client(std::shared_ptr<const ClientState> state, ClientOptions options)
+      : state_(std::move(state)), options_(std::move(options)) {}
+
+ private:
+  std::shared_ptr<const ClientState> state_;
+  ClientOptions options_;
+  std::mutex cache_mutex_;
+  std::unordered_map<std::string, std::shared_ptr<const Executable>> cache_;
+};
+
+}  // namespace cuxla

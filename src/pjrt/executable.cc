@@ -1,0 +1,133 @@
+#include "pjrt/executable.h"
+
+#include <string>
+
+#include "pjrt/array.h"
+#include "pjrt/compile_options.h"
+
+namespace cuxla {
+namespace {
+
+std::string DimsText(const std::vector<int64_t>& dims) {
+  std::string text = "(";
+  for (size_t i = 0; i < dims.size(); ++i) text += (i ? ", " : "") + std::to_string(dims[i]);
+  return text + (dims.size() == 1 ? ",)" : ")");
+}
+
+// The optimized program's entry parameters (PJRT offers no other way to learn them).
+std::vector<pjrt::ParameterShape> Parameters(const pjrt::Api& api, PJRT_Executable* executable) {
+  PJRT_Program program = CUXLA_PJRT_ARGS(PJRT_Program);
+  static constexpr std::string_view kHlo = "hlo";
+  program.format = kHlo.data();
+  program.format_size = kHlo.size();
+  auto args = CUXLA_PJRT_ARGS(PJRT_Executable_OptimizedProgram_Args);
+  args.executable = executable;
+  args.program = &program;
+  CUXLA_PJRT_CALL(api, PJRT_Executable_OptimizedProgram, &args);  // sizes code_size
+  std::string code(program.code_size, '\0');
+  program.code = code.data();
+  CUXLA_PJRT_CALL(api, PJRT_Executable_OptimizedProgram, &args);
+  return pjrt::EntryParameters(std::string_view(program.format, program.format_size), code);
+}
+
+}  // namespace
+
+std::shared_ptr<const Executable> Executable::Compile(std::shared_ptr<const ClientState> state,
+                                                      std::string_view program,
+                                                      const Device& device) {
+  if (program.empty()) throw Error(ErrorKind::kValue, "cannot compile an empty program");
+  const pjrt::Api& api = state->api();
+  // The client's own record of the device; throws for another client's device.
+  const Device& placed = state->DeviceOf(device.handle);
+  static constexpr std::string_view kFormat = "mlir";  // StableHLO text or bytecode
+  PJRT_Program pjrt_program = CUXLA_PJRT_ARGS(PJRT_Program);
+  // PJRT only reads `code` during compilation.
+  pjrt_program.code = const_cast<char*>(program.data());
+  pjrt_program.code_size = program.size();
+  pjrt_program.format = kFormat.data();
+  pjrt_program.format_size = kFormat.size();
+
+  const std::string options = pjrt::SingleDeviceCompileOptions(placed.id);
+  auto args = CUXLA_PJRT_ARGS(PJRT_Client_Compile_Args);
+  args.client = state->client.get();
+  args.program = &pjrt_program;
+  args.compile_options = options.data();
+  args.compile_options_size = options.size();
+  CUXLA_PJRT_CALL(api, PJRT_Client_Compile, &args);
+  pjrt::LoadedExecutablePtr loaded(args.executable, pjrt::LoadedExecutableDestroy{&api});
+  return std::make_shared<const Executable>(std::move(state), std::move(loaded), placed);
+}
+
+Executable::Executable(std::shared_ptr<const ClientState> state, pjrt::LoadedExecutablePtr loaded,
+                       const Device& device)
+    : state_(std::move(state)), loaded_(std::move(loaded)), device_(&device) {
+  const pjrt::Api& api = state_->api();
+  auto get_args = CUXLA_PJRT_ARGS(PJRT_LoadedExecutable_GetExecutable_Args);
+  get_args.loaded_executable = loaded_.get();
+  CUXLA_PJRT_CALL(api, PJRT_LoadedExecutable_GetExecutable, &get_args);
+  pjrt::ExecutablePtr executable(get_args.executable, pjrt::ExecutableDestroy{&api});
+
+  auto name_args = CUXLA_PJRT_ARGS(PJRT_Executable_Name_Args);
+  name_args.executable = executable.get();
+  CUXLA_PJRT_CALL(api, PJRT_Executable_Name, &name_args);
+  name_.assign(name_args.executable_name, name_args.executable_name_size);
+
+  auto out_args = CUXLA_PJRT_ARGS(PJRT_Executable_NumOutputs_Args);
+  out_args.executable = executable.get();
+  CUXLA_PJRT_CALL(api, PJRT_Executable_NumOutputs, &out_args);
+  num_outputs_ = out_args.num_outputs;
+  parameters_ = Parameters(api, executable.get());
+}
+
+std::vector<Array> Executable::Execute(std::span<const Array* const> args) const {
+  const pjrt::Api& api = state_->api();
+  if (args.size() != parameters_.size())
+    throw Error(ErrorKind::kValue, "the program takes " + std::to_string(parameters_.size()) +
+                                       " arguments, " + std::to_string(args.size()) + " given");
+  std::vector<PJRT_Buffer*> buffers;
+  buffers.reserve(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Array& arg = *args[i];
+    if (arg.state()->client.get() != state_->client.get())
+      throw Error(ErrorKind::kValue, "argument " + std::to_string(i) +
+                                         " belongs to another client than the executable");
+    if (arg.device().id != device_->id)
+      throw Error(ErrorKind::kValue, "argument " + std::to_string(i) + " is on device " +
+                                         std::to_string(arg.device().id) +
+                                         ", the executable runs on device " +
+                                         std::to_string(device_->id));
+    const pjrt::ParameterShape& expected = parameters_[i];
+    if (expected.dtype != arg.dtype() || expected.dims != arg.dims())
+      throw Error(ErrorKind::kValue,
+                  "argument " + std::to_string(i) + " is " + std::string(DTypeName(arg.dtype())) +
+                      DimsText(arg.dims()) + ", the program expects " +
+                      (expected.dtype ? std::string(DTypeName(*expected.dtype)) : "another type") +
+                      DimsText(expected.dims));
+    buffers.push_back(arg.buffer());
+  }
+
+  PJRT_ExecuteOptions options = CUXLA_PJRT_ARGS(PJRT_ExecuteOptions);
+  std::vector<PJRT_Buffer*> outputs(num_outputs_, nullptr);
+  PJRT_Buffer* const* argument_list = buffers.data();
+  PJRT_Buffer** output_list = outputs.data();
+
+  auto exec_args = CUXLA_PJRT_ARGS(PJRT_LoadedExecutable_Execute_Args);
+  exec_args.executable = loaded_.get();
+  exec_args.options = &options;
+  exec_args.argument_lists = &argument_list;
+  exec_args.num_devices = 1;
+  exec_args.num_args = buffers.size();
+  exec_args.output_lists = &output_list;
+  CUXLA_PJRT_CALL(api, PJRT_LoadedExecutable_Execute, &exec_args);
+
+  // Own every output before constructing Arrays, so a failure leaks none.
+  std::vector<pjrt::BufferPtr> owned;
+  owned.reserve(outputs.size());
+  for (PJRT_Buffer* buffer : outputs) owned.emplace_back(buffer, pjrt::BufferDestroy{&api});
+  std::vector<Array> result;
+  result.reserve(owned.size());
+  for (pjrt::BufferPtr& buffer : owned) result.emplace_back(state_, std::move(buffer));
+  return result;
+}
+
+}  // namespace cuxla

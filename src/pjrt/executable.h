@@ -1,0 +1,50 @@
+// pjrt/executable.h — a compiled XLA program loaded on one device, and its
+// execution on Arrays.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pjrt/api.h"
+#include "pjrt/client.h"
+#include "pjrt/program_shape.h"
+
+namespace cuxla {
+
+class Array;
+
+class Executable {
+ public:
+  // Compiles StableHLO (MLIR text or bytecode) for one replica and one
+  // partition on `device`. Invalid programs raise ValueError-kind Errors
+  // carrying the compiler's message.
+  static std::shared_ptr<const Executable> Compile(std::shared_ptr<const ClientState> state,
+                                                   std::string_view program, const Device& device);
+
+  // Runs on `args` (all on this executable's device, matching the program's
+  // parameters in number, dtype and shape; ValueError-kind Error otherwise)
+  // and returns the outputs, which become ready asynchronously.
+  std::vector<Array> Execute(std::span<const Array* const> args) const;
+
+  const std::string& name() const noexcept { return name_; }
+  size_t num_outputs() const noexcept { return num_outputs_; }
+  const Device& device() const noexcept { return *device_; }
+  const std::vector<pjrt::ParameterShape>& parameters() const noexcept { return parameters_; }
+  const std::shared_ptr<const ClientState>& state() const noexcept { return state_; }
+
+  Executable(std::shared_ptr<const ClientState> state, pjrt::LoadedExecutablePtr loaded,
+             const Device& device);
+
+ private:
+  std::shared_ptr<const ClientState> state_;  // declared first: destroyed last
+  pjrt::LoadedExecutablePtr loaded_;
+  const Device* device_;
+  std::string name_;
+  size_t num_outputs_ = 0;
+  std::vector<pjrt::ParameterShape> parameters_;
+};
+
+}  // namespace cuxla
