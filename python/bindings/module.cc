@@ -145,9 +145,8 @@ NB_MODULE(_cuxla, m) {
                                std::optional<std::string> allocator,
                                std::vector<int64_t> visible_devices) {
         cuxla::ClientOptions options{preallocate, memory_fraction, allocator, std::move(visible_devices)};
-        auto plugin = cuxla::pjrt::Plugin::Load(path);
         nb::gil_scoped_release release;
-        return Client::Create(plugin, platform, options);
+        return Client::Create(path, platform, options);
       }, "plugin"_a, "platform"_a, "preallocate"_a.none(), "memory_fraction"_a.none(),
          "allocator"_a.none(), "visible_devices"_a)
       .def_prop_ro("platform", &Client::platform)

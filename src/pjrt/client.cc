@@ -128,17 +128,35 @@ const Device& ClientState::DeviceOf(PJRT_Device* handle) const {
   throw Error(ErrorKind::kValue, "the device does not belong to this " + platform + " client");
 }
 
+ClientOptions Client::ResolveOptions(const std::string& platform, const ClientOptions& options) {
+  if (platform != "cuda") {
+    if (!options.empty())
+      BadOption("preallocate, memory_fraction, allocator and visible_devices apply to the cuda "
+                "platform only, not '" + platform + "'");
+    return options;  // the environment configures CUDA clients only
+  }
+  ClientOptions resolved = options.WithEnvironment();
+  Validate(resolved);
+  return resolved;
+}
+
 std::shared_ptr<Client> Client::Create(std::shared_ptr<const pjrt::Plugin> plugin,
                                        const std::string& platform,
                                        const ClientOptions& options) {
-  const bool cuda = platform == "cuda";
-  if (!cuda && !options.empty())
-    BadOption("preallocate, memory_fraction, allocator and visible_devices apply to the cuda "
-              "platform only, not '" + platform + "'");
-  // The environment configures CUDA clients only; a CPU client ignores it.
-  const ClientOptions resolved = cuda ? options.WithEnvironment() : options;
-  Validate(resolved);
-  const std::vector<PJRT_NamedValue> named = cuda ? NamedValues(resolved) : std::vector<PJRT_NamedValue>{};
+  return CreateResolved(std::move(plugin), platform, ResolveOptions(platform, options));
+}
+
+std::shared_ptr<Client> Client::Create(const std::string& plugin_path, const std::string& platform,
+                                       const ClientOptions& options) {
+  ClientOptions resolved = ResolveOptions(platform, options);
+  return CreateResolved(pjrt::Plugin::Load(plugin_path), platform, std::move(resolved));
+}
+
+std::shared_ptr<Client> Client::CreateResolved(std::shared_ptr<const pjrt::Plugin> plugin,
+                                               const std::string& platform,
+                                               ClientOptions resolved) {
+  const std::vector<PJRT_NamedValue> named =
+      platform == "cuda" ? NamedValues(resolved) : std::vector<PJRT_NamedValue>{};
 
   const pjrt::Api& api = plugin->api();
   auto args = CUXLA_PJRT_ARGS(PJRT_Client_Create_Args);
@@ -165,7 +183,7 @@ std::shared_ptr<Client> Client::Create(std::shared_ptr<const pjrt::Plugin> plugi
     state->devices.push_back(DescribeDevice(api, dev_args.addressable_devices[i], state->platform));
   if (state->devices.empty())
     throw Error(ErrorKind::kRuntime, "the " + platform + " client has no addressable device");
-  return std::make_shared<Client>(std::move(state), resolved);
+  return std::make_shared<Client>(std::move(state), std::move(resolved));
 }
 
 std::string Client::platform_version() const {

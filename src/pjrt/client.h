@@ -78,6 +78,10 @@ class Client {
   static std::shared_ptr<Client> Create(std::shared_ptr<const pjrt::Plugin> plugin,
                                         const std::string& platform,
                                         const ClientOptions& options);
+  // The same from a plugin path; the options are checked before it is loaded.
+  static std::shared_ptr<Client> Create(const std::string& plugin_path,
+                                        const std::string& platform,
+                                        const ClientOptions& options);
 
   const std::string& platform() const noexcept { return state_->platform; }
   std::string platform_version() const;
@@ -99,6 +103,13 @@ class Client {
       : state_(std::move(state)), options_(std::move(options)) {}
 
  private:
+  // `options` already resolved by ResolveOptions.
+  static std::shared_ptr<Client> CreateResolved(std::shared_ptr<const pjrt::Plugin> plugin,
+                                                const std::string& platform,
+                                                ClientOptions options);
+  // Validates `options` for `platform` and fills CUDA's from the environment.
+  static ClientOptions ResolveOptions(const std::string& platform, const ClientOptions& options);
+
   std::shared_ptr<const ClientState> state_;
   ClientOptions options_;
   std::mutex cache_mutex_;

@@ -1,0 +1,78 @@
+"""`python -m cuxla demo`: host data to device arrays, one compiled XLA program
+run on them, the results checked against NumPy, and the timings."""
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+import cuxla
+
+# y = tanh(x @ w + b), and the sum of y: a small dense layer with a reduction.
+PROGRAM = """
+func.func public @main(%x: tensor<256x512xf32>, %w: tensor<512x128xf32>, %b: tensor<128xf32>)
+    -> (tensor<256x128xf32>, tensor<f32>) {
+  %xw = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<256x512xf32>, tensor<512x128xf32>) -> tensor<256x128xf32>
+  %bb = stablehlo.broadcast_in_dim %b, dims = [1] : (tensor<128xf32>) -> tensor<256x128xf32>
+  %z = stablehlo.add %xw, %bb : tensor<256x128xf32>
+  %y = stablehlo.tanh %z : tensor<256x128xf32>
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %s = stablehlo.reduce(%y init: %zero) applies stablehlo.add across dimensions = [0, 1] : (tensor<256x128xf32>, tensor<f32>) -> tensor<f32>
+  return %y, %s : tensor<256x128xf32>, tensor<f32>
+}
+"""
+
+
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:9.1f} µs"
+
+
+def run(platform: str | None = None, repeats: int = 200) -> int:
+    client = cuxla.Client(platform) if platform else cuxla.default_client()
+    device = client.devices()[0]
+    print(f"client: {client.platform} ({client.platform_version}), PJRT C API "
+          f"{'.'.join(map(str, client.api_version))}, device {device.id}: {device.kind}")
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((256, 512), dtype=np.float32)
+    w = (rng.standard_normal((512, 128)) / np.sqrt(512)).astype(np.float32)
+    b = rng.standard_normal(128, dtype=np.float32)
+
+    start = time.perf_counter()
+    args = [cuxla.asarray(v, client=client) for v in (x, w, b)]
+    for a in args:
+        a.block_until_ready()
+    upload = time.perf_counter() - start
+    print(f"arrays: {', '.join(f'{a.dtype}{a.shape}' for a in args)}")
+
+    start = time.perf_counter()
+    executable = cuxla.compile(PROGRAM, client=client)
+    compile_time = time.perf_counter() - start
+    start = time.perf_counter()
+    assert cuxla.compile(PROGRAM, client=client) is executable
+    cached_time = time.perf_counter() - start
+
+    y, s = executable(*args)
+    expected_y = np.tanh(x @ w + b)
+    got_y, got_s = y.numpy(), s.numpy()
+    error = float(np.max(np.abs(got_y - expected_y)))
+    ok = error < 1e-4 and abs(float(got_s) - float(expected_y.sum())) < 1e-2 * max(1.0, abs(float(expected_y.sum())))
+    print(f"result: y{got_y.shape} max |y - numpy| = {error:.2e}, sum(y) = {float(got_s):.4f} "
+          f"(numpy {float(expected_y.sum()):.4f}) -> {'OK' if ok else 'MISMATCH'}")
+
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        y, s = executable(*args)
+        s.block_until_ready()
+        times.append(time.perf_counter() - start)
+    print("timings:")
+    print(f"  host -> device (3 arrays)   {_us(upload)}")
+    print(f"  compile                     {_us(compile_time)}")
+    print(f"  compile again (cache hit)   {_us(cached_time)}")
+    print(f"  execute + wait, p50 of {repeats}  {_us(statistics.median(times))}")
+    start = time.perf_counter()
+    y.numpy()
+    print(f"  device -> host (y)          {_us(time.perf_counter() - start)}")
+    return 0 if ok else 1

@@ -1,0 +1,64 @@
+"""`python -m cuxla info`: what cuxla found on this machine, and why not."""
+from __future__ import annotations
+
+import cuxla
+
+from . import _cuxla
+from ._client import Client, package_dirs
+
+
+def _bytes(n: int | None) -> str:
+    return "-" if n is None else f"{n / 2**30:.2f} GiB"
+
+
+def _platform_report(platform: str) -> bool:
+    """Prints one platform's plugin, client and devices; True when usable."""
+    print(f"\n[{platform}]")
+    found, candidates = _cuxla.find_plugin(platform, package_dirs())
+    for path, outcome in candidates:
+        print(f"  looked at {path}: {outcome}")
+    if found is None:
+        print(f"  -> no {platform} plugin")
+        return False
+    try:
+        plugin = _cuxla.Plugin.load(found)
+    except Exception as error:  # the plugin's own reason, verbatim
+        print(f"  -> plugin not usable: {type(error).__name__}: {error}")
+        return False
+    major, minor = plugin.api_version
+    print(f"  plugin: {plugin.path}")
+    print(f"  PJRT C API: {major}.{minor}")
+    for key, value in plugin.attributes():
+        print(f"    {key} = {value}")
+    try:
+        client = Client(platform, plugin=found)
+    except Exception as error:
+        print(f"  -> client not created: {type(error).__name__}: {error}")
+        return False
+    print(f"  client: {client.platform} {client.platform_version}")
+    if platform == "cuda":
+        options = client.options
+        print(f"  memory options: preallocate={options['preallocate']} "
+              f"memory_fraction={options['memory_fraction']} allocator={options['allocator']}")
+    for device in client.devices():
+        stats = client.memory_stats(device)
+        memory = ("memory: not reported by the plugin" if stats is None else
+                  f"memory: in use {_bytes(stats['bytes_in_use'])}, limit {_bytes(stats['bytes_limit'])}")
+        print(f"  device {device.id}: {device.kind} (local_hardware_id {device.local_hardware_id}) {memory}")
+    return True
+
+
+def report(only: str | None = None) -> int:
+    major, minor = _cuxla.PJRT_HEADER_VERSION
+    print(f"cuxla {cuxla.__version__}, built against PJRT C API {major}.{minor}")
+    driver = _cuxla.cuda_driver()
+    if driver["available"]:
+        v = driver["version"]
+        print(f"CUDA driver: {v // 1000}.{v % 1000 // 10}, {driver['device_count']} device(s)")
+    else:
+        print(f"CUDA driver: not available ({driver['why_not']})")
+    platforms = [only] if only else list(_cuxla.known_platforms())
+    usable = [p for p in platforms if _platform_report(p)]
+    default = "cuda" if driver["available"] and "cuda" in usable else "cpu"
+    print(f"\ndefault platform: {default if default in usable else 'none usable'}")
+    return 0 if usable else 1

@@ -1,0 +1,122 @@
+// Clients: their platform and devices, and the memory options read from the
+// environment.
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include "test_env.h"
+
+namespace cuxla {
+namespace {
+
+using test::Contains;
+using test::ScopedEnv;
+using test::TestClient;
+using test::TestPlatform;
+using test::ThrownError;
+
+TEST(ClientTest, PlatformIsTheTestPlatform) {
+  EXPECT_EQ(TestClient()->platform(), TestPlatform());
+}
+
+TEST(ClientTest, PlatformVersionIsNotEmpty) {
+  EXPECT_FALSE(TestClient()->platform_version().empty());
+}
+
+TEST(ClientTest, DevicesHaveUniqueIdsAndTheClientsPlatform) {
+  const auto& devices = TestClient()->devices();
+  ASSERT_FALSE(devices.empty());
+  std::set<int> ids;
+  for (const Device& device : devices) {
+    EXPECT_TRUE(ids.insert(device.id).second) << "device id " << device.id << " repeats";
+    EXPECT_EQ(device.platform, TestClient()->platform());
+    EXPECT_NE(device.handle, nullptr);
+  }
+}
+
+TEST(ClientTest, DeviceByIdIsTheListedDevice) {
+  for (const Device& device : TestClient()->devices())
+    EXPECT_EQ(&TestClient()->device(device.id), &device) << "device id " << device.id;
+}
+
+TEST(ClientTest, DeviceByAnAbsentIdThrowsValueErrorNamingTheId) {
+  int absent = 0;
+  for (const Device& device : TestClient()->devices()) absent = std::max(absent, device.id + 1);
+  auto error = ThrownError([&] { TestClient()->device(absent); });
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->kind(), ErrorKind::kValue);
+  EXPECT_TRUE(Contains(error->what(), "id " + std::to_string(absent)));
+}
+
+TEST(ClientTest, MemoryOptionsAreRefusedOffCuda) {
+  if (TestPlatform() == "cuda") GTEST_SKIP() << "memory options apply to cuda clients";
+  ClientOptions options;
+  options.preallocate = true;
+  auto plugin = pjrt::Plugin::Load(test::PluginPath());
+  auto error = ThrownError([&] { Client::Create(plugin, TestPlatform(), options); });
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->kind(), ErrorKind::kValue);
+  EXPECT_TRUE(Contains(error->what(), "'" + TestPlatform() + "'"));
+}
+
+// The three memory variables, unset for the test unless it sets them.
+class ClientOptionsEnvTest : public ::testing::Test {
+ protected:
+  ScopedEnv preallocate_{"CUXLA_PREALLOCATE", std::nullopt};
+  ScopedEnv fraction_{"CUXLA_MEM_FRACTION", std::nullopt};
+  ScopedEnv allocator_{"CUXLA_ALLOCATOR", std::nullopt};
+};
+
+TEST_F(ClientOptionsEnvTest, WithoutVariablesOptionsStayUnset) {
+  EXPECT_TRUE(ClientOptions{}.WithEnvironment().empty());
+}
+
+TEST_F(ClientOptionsEnvTest, WithEnvironmentReadsCuxlaPreallocate) {
+  ScopedEnv set("CUXLA_PREALLOCATE", "1");
+  EXPECT_EQ(ClientOptions{}.WithEnvironment().preallocate, true);
+}
+
+TEST_F(ClientOptionsEnvTest, WithEnvironmentReadsCuxlaMemFraction) {
+  ScopedEnv set("CUXLA_MEM_FRACTION", "0.5");
+  EXPECT_EQ(ClientOptions{}.WithEnvironment().memory_fraction, 0.5);
+}
+
+TEST_F(ClientOptionsEnvTest, WithEnvironmentReadsCuxlaAllocator) {
+  ScopedEnv set("CUXLA_ALLOCATOR", "platform");
+  EXPECT_EQ(ClientOptions{}.WithEnvironment().allocator, "platform");
+}
+
+TEST_F(ClientOptionsEnvTest, ExplicitOptionsWinOverTheEnvironment) {
+  ScopedEnv preallocate("CUXLA_PREALLOCATE", "1");
+  ScopedEnv fraction("CUXLA_MEM_FRACTION", "0.5");
+  ScopedEnv allocator("CUXLA_ALLOCATOR", "platform");
+  ClientOptions explicit_options;
+  explicit_options.preallocate = false;
+  explicit_options.memory_fraction = 0.25;
+  explicit_options.allocator = "bfc";
+  const ClientOptions merged = explicit_options.WithEnvironment();
+  EXPECT_EQ(merged.preallocate, false);
+  EXPECT_EQ(merged.memory_fraction, 0.25);
+  EXPECT_EQ(merged.allocator, "bfc");
+}
+
+TEST_F(ClientOptionsEnvTest, MalformedCuxlaPreallocateThrowsValueErrorNamingIt) {
+  ScopedEnv set("CUXLA_PREALLOCATE", "maybe");
+  auto error = ThrownError([] { ClientOptions{}.WithEnvironment(); });
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->kind(), ErrorKind::kValue);
+  EXPECT_TRUE(Contains(error->what(), "CUXLA_PREALLOCATE"));
+  EXPECT_TRUE(Contains(error->what(), "maybe"));
+}
+
+TEST_F(ClientOptionsEnvTest, MalformedCuxlaMemFractionThrowsValueErrorNamingIt) {
+  ScopedEnv set("CUXLA_MEM_FRACTION", "abc");
+  auto error = ThrownError([] { ClientOptions{}.WithEnvironment(); });
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->kind(), ErrorKind::kValue);
+  EXPECT_TRUE(Contains(error->what(), "CUXLA_MEM_FRACTION"));
+  EXPECT_TRUE(Contains(error->what(), "abc"));
+}
+
+}  // namespace
+}  // namespace cuxla

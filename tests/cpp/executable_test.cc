@@ -1,0 +1,194 @@
+// Executables: compiling StableHLO text, running it on Arrays, the compile
+// cache, and the checks on arguments.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "test_env.h"
+
+namespace cuxla {
+namespace {
+
+using test::Contains;
+using test::Download;
+using test::TestClient;
+using test::ThrownError;
+using test::UploadFloats;
+
+constexpr const char* kAdd = R"(
+func.func public @main(%x: tensor<2x3xf32>, %y: tensor<2x3xf32>) -> (tensor<2x3xf32>) {
+  %0 = stablehlo.add %x, %y : tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+)";
+
+constexpr const char* kDot = R"(
+func.func public @main(%x: tensor<2x3xf32>, %y: tensor<3x4xf32>) -> (tensor<2x4xf32>) {
+  %0 = stablehlo.dot_general %x, %y, contracting_dims = [1] x [0]
+      : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}
+)";
+
+constexpr const char* kRowSums = R"(
+func.func public @main(%x: tensor<4x5xf32>) -> (tensor<4xf32>) {
+  %init = stablehlo.constant dense<0.0> : tensor<f32>
+  %0 = stablehlo.reduce(%x init: %init) applies stablehlo.add across dimensions = [1]
+      : (tensor<4x5xf32>, tensor<f32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+)";
+
+constexpr const char* kSumAndProduct = R"(
+func.func public @main(%x: tensor<2x3xf32>, %y: tensor<2x3xf32>)
+    -> (tensor<2x3xf32>, tensor<2x3xf32>) {
+  %0 = stablehlo.add %x, %y : tensor<2x3xf32>
+  %1 = stablehlo.multiply %x, %y : tensor<2x3xf32>
+  return %0, %1 : tensor<2x3xf32>, tensor<2x3xf32>
+}
+)";
+
+std::shared_ptr<const Executable> Compile(std::string_view program) {
+  return TestClient()->Compile(program, TestClient()->devices().front());
+}
+
+std::vector<Array> Execute(const Executable& executable, std::vector<const Array*> args) {
+  return executable.Execute(args);
+}
+
+// 0, 1, 2, ... : small integers, exact in every float format a dot may use.
+std::vector<float> Iota(size_t count, float start = 0.0f) {
+  std::vector<float> values(count);
+  for (size_t i = 0; i < count; ++i) values[i] = start + static_cast<float>(i);
+  return values;
+}
+
+TEST(ExecutableTest, AddsTwoArrays) {
+  const Array x = UploadFloats(*TestClient(), Iota(6), {2, 3});
+  const Array y = UploadFloats(*TestClient(), Iota(6, 10.0f), {2, 3});
+  const std::vector<Array> out = Execute(*Compile(kAdd), {&x, &y});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].dtype(), DType::kFloat32);
+  EXPECT_EQ(out[0].dims(), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(Download<float>(out[0]), (std::vector<float>{10, 12, 14, 16, 18, 20}));
+}
+
+TEST(ExecutableTest, MultipliesMatrices) {
+  // x = [[0 1 2] [3 4 5]], y = [[0 1 2 3] [4 5 6 7] [8 9 10 11]]
+  const Array x = UploadFloats(*TestClient(), Iota(6), {2, 3});
+  const Array y = UploadFloats(*TestClient(), Iota(12), {3, 4});
+  const std::vector<Array> out = Execute(*Compile(kDot), {&x, &y});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].dims(), (std::vector<int64_t>{2, 4}));
+  EXPECT_EQ(Download<float>(out[0]), (std::vector<float>{20, 23, 26, 29, 56, 68, 80, 92}));
+}
+
+TEST(ExecutableTest, SumsRows) {
+  const Array x = UploadFloats(*TestClient(), Iota(20), {4, 5});
+  const std::vector<Array> out = Execute(*Compile(kRowSums), {&x});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].dims(), (std::vector<int64_t>{4}));
+  EXPECT_EQ(Download<float>(out[0]), (std::vector<float>{10, 35, 60, 85}));
+}
+
+TEST(ExecutableTest, ReturnsEveryOutputInOrder) {
+  const Array x = UploadFloats(*TestClient(), Iota(6, 1.0f), {2, 3});
+  const Array y = UploadFloats(*TestClient(), Iota(6, 2.0f), {2, 3});
+  const std::vector<Array> out = Execute(*Compile(kSumAndProduct), {&x, &y});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(Download<float>(out[0]), (std::vector<float>{3, 5, 7, 9, 11, 13}));
+  EXPECT_EQ(Download<float>(out[1]), (std::vector<float>{2, 6, 12, 20, 30, 42}));
+}
+
+TEST(ExecutableTest, OutputsLiveOnTheExecutablesDevice) {
+  const auto executable = Compile(kAdd);
+  EXPECT_EQ(&executable->device(), &TestClient()->devices().front());
+  const Array x = UploadFloats(*TestClient(), Iota(6), {2, 3});
+  const std::vector<Array> out = Execute(*executable, {&x, &x});
+  ASSERT_EQ(out.size(), 1u);
+  out[0].BlockUntilReady();
+  EXPECT_EQ(&out[0].device(), &executable->device());
+}
+
+TEST(ExecutableTest, ReportsOutputCount) {
+  EXPECT_EQ(Compile(kDot)->num_outputs(), 1u);
+  EXPECT_EQ(Compile(kSumAndProduct)->num_outputs(), 2u);
+}
+
+TEST(ExecutableTest, ReportsParameterDTypesAndDims) {
+  const auto& parameters = Compile(kDot)->parameters();
+  ASSERT_EQ(parameters.size(), 2u);
+  EXPECT_EQ(parameters[0].dtype, DType::kFloat32);
+  EXPECT_EQ(parameters[0].dims, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(parameters[1].dtype, DType::kFloat32);
+  EXPECT_EQ(parameters[1].dims, (std::vector<int64_t>{3, 4}));
+}
+
+TEST(ExecutableTest, CompilingTheSameProgramTwiceGivesTheSameExecutable) {
+  EXPECT_EQ(Compile(kAdd).get(), Compile(kAdd).get());
+  EXPECT_NE(Compile(kAdd).get(), Compile(kSumAndProduct).get());
+}
+
+TEST(ExecutableTest, InvalidMlirThrowsTheCompilersMessage) {
+  auto error = ThrownError([] { Compile("this is not MLIR"); });
+  ASSERT_TRUE(error);
+  const std::string message = error->what();
+  EXPECT_GT(message.size(), std::string("PJRT_Client_Compile: ").size());
+  EXPECT_EQ(message.rfind("PJRT_Client_Compile", 0), 0u) << message;
+}
+
+TEST(ExecutableTest, EmptyProgramThrowsValueError) {
+  auto error = ThrownError([] { Compile(""); });
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->kind(), ErrorKind::kValue);
+}
+
+TEST(ExecutableTest, WrongArgumentCountThrowsValueError) {
+  const Array x = UploadFloats(*TestClient(), Iota(6), {2, 3});
+  const auto executable = Compile(kAdd);
+  auto error = ThrownError([&] { Execute(*executable, {&x}); });
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->kind(), ErrorKind::kValue);
+  EXPECT_TRUE(Contains(error->what(), "2 arguments"));
+  EXPECT_TRUE(Contains(error->what(), "1 given"));
+}
+
+TEST(ExecutableTest, WrongShapeThrowsValueErrorNamingTheArgument) {
+  const Array x = UploadFloats(*TestClient(), Iota(6), {2, 3});
+  const Array transposed = UploadFloats(*TestClient(), Iota(6), {3, 2});
+  const auto executable = Compile(kAdd);
+  auto error = ThrownError([&] { Execute(*executable, {&x, &transposed}); });
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->kind(), ErrorKind::kValue);
+  EXPECT_TRUE(Contains(error->what(), "argument 1"));
+  EXPECT_TRUE(Contains(error->what(), "(3, 2)"));
+  EXPECT_TRUE(Contains(error->what(), "(2, 3)"));
+}
+
+TEST(ExecutableTest, WrongDTypeThrowsValueErrorNamingTheArgument) {
+  Client& client = *TestClient();
+  const Array ints = test::Upload(client, std::vector<int32_t>(6), {2, 3}, DType::kInt32,
+                                  client.devices().front());
+  const Array x = UploadFloats(client, Iota(6), {2, 3});
+  const auto executable = Compile(kAdd);
+  auto error = ThrownError([&] { Execute(*executable, {&ints, &x}); });
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->kind(), ErrorKind::kValue);
+  EXPECT_TRUE(Contains(error->what(), "argument 0"));
+  EXPECT_TRUE(Contains(error->what(), "int32"));
+  EXPECT_TRUE(Contains(error->what(), "float32"));
+}
+
+TEST(ExecutableTest, DeletedArgumentThrowsRuntimeError) {
+  const Array x = UploadFloats(*TestClient(), Iota(6), {2, 3});
+  Array deleted = UploadFloats(*TestClient(), Iota(6), {2, 3});
+  deleted.Delete();
+  const auto executable = Compile(kAdd);
+  auto error = ThrownError([&] { Execute(*executable, {&x, &deleted}); });
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->kind(), ErrorKind::kRuntime);
+  EXPECT_TRUE(Contains(error->what(), "deleted"));
+}
+
+}  // namespace
+}  // namespace cuxla

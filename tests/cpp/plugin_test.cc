@@ -1,0 +1,223 @@
+// Finding, choosing and loading PJRT plugins, and the guards on a plugin's
+// function table.
+#include <dlfcn.h>
+#include <link.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "test_env.h"
+
+namespace cuxla::pjrt {
+namespace {
+
+namespace fs = std::filesystem;
+using test::Contains;
+using test::PluginPath;
+using test::ScopedEnv;
+using test::TestPlatform;
+using test::ThrownError;
+
+// The file the dynamic loader opens for `soname`; empty when it has none.
+std::string LibraryPath(const char* soname) {
+  void* handle = dlopen(soname, RTLD_NOW | RTLD_NOLOAD);
+  if (handle == nullptr) handle = dlopen(soname, RTLD_NOW);
+  if (handle == nullptr) return "";
+  link_map* map = nullptr;
+  std::string path;
+  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr) path = map->l_name;
+  dlclose(handle);
+  return path;
+}
+
+// A file in the temp directory, removed at the end of the scope.
+class TempFile {
+ public:
+  TempFile(const std::string& name, const std::string& contents)
+      : path_(fs::temp_directory_path() / (std::to_string(getpid()) + "_" + name)) {
+    std::ofstream(path_) << contents;
+  }
+  ~TempFile() {
+    std::error_code ec;
+    fs::remove(path_, ec);
+  }
+  std::string path() const { return path_.string(); }
+
+ private:
+  fs::path path_;
+};
+
+TEST(PluginTest, LoadingTheSameFileTwiceGivesTheSamePlugin) {
+  auto first = Plugin::Load(PluginPath());
+  auto second = Plugin::Load(PluginPath());
+  EXPECT_EQ(first.get(), second.get());
+  EXPECT_EQ(first->path(), fs::canonical(PluginPath()).string());
+}
+
+TEST(PluginTest, LoadingThroughARedundantPathGivesTheSamePlugin) {
+  const fs::path path(PluginPath());
+  const std::string redundant = path.parent_path().string() + "/./" + path.filename().string();
+  EXPECT_EQ(Plugin::Load(redundant).get(), Plugin::Load(PluginPath()).get());
+}
+
+TEST(PluginTest, ApiHasMajorVersionZeroAndAPositiveMinor) {
+  const Api& api = Plugin::Load(PluginPath())->api();
+  EXPECT_EQ(api.major(), 0);
+  EXPECT_GT(api.minor(), 0);
+  EXPECT_EQ(api.version(), "0." + std::to_string(api.minor()));
+}
+
+TEST(PluginTest, AttributesIncludeTheXlaVersion) {
+  const auto attributes = Plugin::Load(PluginPath())->Attributes();
+  bool found = false;
+  for (const auto& [name, value] : attributes)
+    if (name == "xla_version") found = !value.empty();
+  EXPECT_TRUE(found) << "no non-empty xla_version among " << attributes.size() << " attributes";
+}
+
+TEST(PluginTest, LoadOfAMissingFileNamesThePathAndCause) {
+  const std::string path = "/nonexistent/cuxla/xla_cpu_pjrt.so";
+  auto error = ThrownError([&] { Plugin::Load(path); });
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->kind(), ErrorKind::kValue);
+  EXPECT_TRUE(Contains(error->what(), path));
+  EXPECT_TRUE(Contains(error->what(), "no such file"));
+}
+
+TEST(PluginTest, LoadOfAFileThatIsNotASharedLibraryNamesThePath) {
+  TempFile text("not_a_plugin.so", "this is text, not ELF\n");
+  auto error = ThrownError([&] { Plugin::Load(text.path()); });
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->kind(), ErrorKind::kValue);
+  EXPECT_TRUE(Contains(error->what(), fs::canonical(text.path()).string()));
+}
+
+TEST(PluginTest, LoadOfALibraryWithoutGetPjrtApiSaysSo) {
+  const std::string libm = LibraryPath("libm.so.6");
+  if (libm.empty()) GTEST_SKIP() << "the dynamic loader finds no libm.so.6 to load";
+  auto error = ThrownError([&] { Plugin::Load(libm); });
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->kind(), ErrorKind::kValue);
+  EXPECT_TRUE(Contains(error->what(), fs::canonical(libm).string()));
+  EXPECT_TRUE(Contains(error->what(), "GetPjrtApi"));
+}
+
+TEST(PluginTest, FindPluginWithoutPackageDirsFindsNothingAndSaysWhy) {
+  ScopedEnv no_override("CUXLA_PJRT_PLUGIN", std::nullopt);
+  const PluginSearch search = FindPlugin(TestPlatform(), {});
+  EXPECT_EQ(search.platform, TestPlatform());
+  EXPECT_FALSE(search.found);
+  ASSERT_EQ(search.candidates.size(), 1u);
+  EXPECT_TRUE(Contains(search.candidates[0].path, fs::path(PluginPath()).filename().string()));
+  EXPECT_TRUE(Contains(search.candidates[0].outcome, "0 package directories"));
+}
+
+TEST(PluginTest, FindPluginForAnUnknownPlatformSaysCuxlaKnowsNoPackage) {
+  ScopedEnv no_override("CUXLA_PJRT_PLUGIN", std::nullopt);
+  const PluginSearch search = FindPlugin("tpu", test::PackageDirs());
+  EXPECT_FALSE(search.found);
+  ASSERT_FALSE(search.candidates.empty());
+  EXPECT_TRUE(Contains(search.candidates.back().outcome, "'tpu'"));
+}
+
+TEST(PluginTest, FindPluginFindsTheInstalledPluginInPackageDirs) {
+  ScopedEnv no_override("CUXLA_PJRT_PLUGIN", std::nullopt);
+  const PluginSearch search = FindPlugin(TestPlatform(), test::PackageDirs());
+  ASSERT_TRUE(search.found);
+  EXPECT_EQ(*search.found, PluginPath());
+  EXPECT_EQ(PlatformOfPluginFile(*search.found), TestPlatform());
+}
+
+TEST(PluginTest, FindPluginTakesCuxlaPjrtPluginFirst) {
+  ScopedEnv override("CUXLA_PJRT_PLUGIN", PluginPath());
+  const PluginSearch search = FindPlugin(TestPlatform(), {});
+  ASSERT_TRUE(search.found);
+  EXPECT_EQ(*search.found, PluginPath());
+  ASSERT_EQ(search.candidates.size(), 1u);
+  EXPECT_EQ(search.candidates[0].path, PluginPath());
+  EXPECT_EQ(search.candidates[0].outcome, "found");
+}
+
+TEST(PluginTest, FindPluginReportsAMissingCuxlaPjrtPluginAndSearchesOn) {
+  const std::string missing = "/nonexistent/cuxla/plugin.so";
+  ScopedEnv override("CUXLA_PJRT_PLUGIN", missing);
+  const PluginSearch search = FindPlugin(TestPlatform(), test::PackageDirs());
+  ASSERT_FALSE(search.candidates.empty());
+  EXPECT_EQ(search.candidates[0].path, missing);
+  EXPECT_TRUE(Contains(search.candidates[0].outcome, "CUXLA_PJRT_PLUGIN"));
+  ASSERT_TRUE(search.found);
+  EXPECT_EQ(*search.found, PluginPath());
+}
+
+TEST(PluginTest, PlatformOfPluginFileKnowsTheCpuAndCudaPlugins) {
+  EXPECT_EQ(PlatformOfPluginFile("/site-packages/xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so"), "cpu");
+  EXPECT_EQ(PlatformOfPluginFile("/site-packages/jax_plugins/xla_cuda13/xla_cuda_plugin.so"), "cuda");
+  EXPECT_EQ(PlatformOfPluginFile("/usr/lib/libsomething.so"), std::nullopt);
+}
+
+TEST(PluginTest, ChoosePluginTakesAnExplicitPathAndPlatformAsGiven) {
+  const PluginChoice choice = ChoosePlugin("cpu", "/some/where/custom.so", {});
+  EXPECT_EQ(choice.platform, "cpu");
+  EXPECT_EQ(choice.path, "/some/where/custom.so");
+}
+
+TEST(PluginTest, ChoosePluginTellsThePlatformFromAKnownFileName) {
+  const PluginChoice choice = ChoosePlugin("", "/opt/xla_cuda_plugin.so", {});
+  EXPECT_EQ(choice.platform, "cuda");
+  EXPECT_EQ(choice.path, "/opt/xla_cuda_plugin.so");
+}
+
+TEST(PluginTest, ChoosePluginRefusesAnUnknownFileWithoutAPlatform) {
+  auto error = ThrownError([] { ChoosePlugin("", "/some/where/custom.so", {}); });
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->kind(), ErrorKind::kValue);
+  EXPECT_TRUE(Contains(error->what(), "/some/where/custom.so"));
+}
+
+TEST(PluginTest, ChoosePluginListsEveryPlaceLookedAtWhenNothingIsFound) {
+  ScopedEnv no_override("CUXLA_PJRT_PLUGIN", std::nullopt);
+  auto error = ThrownError([] { ChoosePlugin("tpu", "", {}); });
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->kind(), ErrorKind::kValue);
+  EXPECT_TRUE(Contains(error->what(), "platform 'tpu'"));
+  EXPECT_TRUE(Contains(error->what(), "looked at:"));
+}
+
+// A function table that ends before PJRT_Client_Create, as a plugin older than
+// that entry would have.
+PJRT_Api ShortTable() {
+  PJRT_Api table{};
+  table.struct_size = offsetof(PJRT_Api, PJRT_Client_Create);
+  table.pjrt_api_version.major_version = 0;
+  table.pjrt_api_version.minor_version = 1;
+  return table;
+}
+
+TEST(ApiTest, HasIsFalseForAnEntryPastTheEndOfTheTable) {
+  PJRT_Api table = ShortTable();
+  const Api api(&table, "fake.so");
+  EXPECT_FALSE(api.Has(&PJRT_Api::PJRT_Client_Create));
+}
+
+TEST(ApiTest, HasIsFalseForANullEntryInsideTheTable) {
+  PJRT_Api table = ShortTable();
+  const Api api(&table, "fake.so");
+  ASSERT_LT(offsetof(PJRT_Api, PJRT_Error_Message), table.struct_size);
+  EXPECT_FALSE(api.Has(&PJRT_Api::PJRT_Error_Message));
+}
+
+TEST(ApiTest, GetOfAnEntryPastTheEndNamesTheEntryAndTheVersion) {
+  PJRT_Api table = ShortTable();
+  const Api api(&table, "fake.so");
+  auto error = ThrownError([&] { api.Get(&PJRT_Api::PJRT_Client_Create, "PJRT_Client_Create"); });
+  ASSERT_TRUE(error);
+  EXPECT_TRUE(Contains(error->what(), "PJRT_Client_Create"));
+  EXPECT_TRUE(Contains(error->what(), "0.1"));
+  EXPECT_TRUE(Contains(error->what(), "fake.so"));
+}
+
+}  // namespace
+}  // namespace cuxla::pjrt

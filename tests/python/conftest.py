@@ -1,0 +1,47 @@
+"""Fixtures: one client per platform whose plugin is installed.
+
+CUXLA_TEST_PLATFORMS (comma-separated) names the platforms to test; by default
+every known platform whose plugin is found. A run with no usable platform
+fails rather than passing empty.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+import cuxla
+from cuxla import _cuxla
+
+
+def _platforms() -> list[str]:
+    wanted = os.environ.get("CUXLA_TEST_PLATFORMS")
+    if wanted:
+        return [p.strip() for p in wanted.split(",") if p.strip()]
+    dirs = [p for p in sys.path if p]
+    found = [p for p in _cuxla.known_platforms() if _cuxla.find_plugin(p, dirs)[0]]
+    if "cuda" in found and not _cuxla.cuda_driver()["available"]:
+        found.remove("cuda")
+    return found
+
+
+PLATFORMS = _platforms()
+if not PLATFORMS:
+    raise RuntimeError("no PJRT plugin found to test against (install xla-cpu-pjrt)")
+
+_clients: dict[str, cuxla.Client] = {}
+
+
+@pytest.fixture(params=PLATFORMS)
+def client(request) -> cuxla.Client:
+    """A client per tested platform, shared by the whole session."""
+    platform = request.param
+    if platform not in _clients:
+        _clients[platform] = cuxla.Client(platform)
+    return _clients[platform]
+
+
+@pytest.fixture
+def device(client):
+    return client.devices()[0]

@@ -1,0 +1,38 @@
+"""StableHLO programs the tests compile, as MLIR text."""
+
+ADD_2x3 = """
+func.func public @main(%x: tensor<2x3xf32>, %y: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = stablehlo.add %x, %y : tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+"""
+
+DOT_2x3_3x4 = """
+func.func public @main(%a: tensor<2x3xf32>, %b: tensor<3x4xf32>) -> tensor<2x4xf32> {
+  %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}
+"""
+
+ROW_SUM_4x5_F64 = """
+func.func public @main(%x: tensor<4x5xf64>) -> tensor<4xf64> {
+  %zero = stablehlo.constant dense<0.0> : tensor<f64>
+  %0 = stablehlo.reduce(%x init: %zero) applies stablehlo.add across dimensions = [1] : (tensor<4x5xf64>, tensor<f64>) -> tensor<4xf64>
+  return %0 : tensor<4xf64>
+}
+"""
+
+SUM_AND_PRODUCT_I32 = """
+func.func public @main(%x: tensor<3xi32>, %y: tensor<3xi32>) -> (tensor<3xi32>, tensor<3xi32>) {
+  %s = stablehlo.add %x, %y : tensor<3xi32>
+  %p = stablehlo.multiply %x, %y : tensor<3xi32>
+  return %s, %p : tensor<3xi32>, tensor<3xi32>
+}
+"""
+
+SCALAR_F32 = """
+func.func public @main(%x: tensor<f32>) -> tensor<f32> {
+  %0 = stablehlo.multiply %x, %x : tensor<f32>
+  return %0 : tensor<f32>
+}
+"""

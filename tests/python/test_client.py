@@ -1,0 +1,56 @@
+"""Clients, devices and the memory options."""
+import pytest
+
+import cuxla
+
+
+def test_client_platform_and_devices(client):
+    devices = client.devices()
+    assert devices, "a client has at least one device"
+    assert len({d.id for d in devices}) == len(devices)
+    for d in devices:
+        assert d.platform == client.platform
+        assert d.local_hardware_id >= 0
+        assert isinstance(d.kind, str) and d.kind
+
+
+def test_device_lookup_by_id(client):
+    for d in client.devices():
+        assert client._core.device(d.id) == d
+    with pytest.raises(ValueError, match="no .* device with id 9999"):
+        client._core.device(9999)
+
+
+def test_default_client_is_created_once():
+    assert cuxla.default_client() is cuxla.default_client()
+    assert cuxla.devices() == cuxla.default_client().devices()
+
+
+def test_memory_options_are_refused_off_cuda(client):
+    if client.platform == "cuda":
+        pytest.skip("CUDA accepts memory options")
+    with pytest.raises(ValueError, match="cuda platform only"):
+        cuxla.Client(client.platform, preallocate=True)
+
+
+@pytest.mark.parametrize("fraction", [0.0, -0.5, 1.5])
+def test_memory_fraction_out_of_range_is_a_value_error(fraction):
+    with pytest.raises(ValueError, match=r"memory_fraction must be in \(0, 1\]"):
+        cuxla._cuxla._Client.create("/nonexistent.so", "cuda", None, fraction, None, [])
+
+
+def test_unknown_allocator_is_a_value_error():
+    with pytest.raises(ValueError, match="allocator must be one of"):
+        cuxla._cuxla._Client.create("/nonexistent.so", "cuda", None, None, "magic", [])
+
+
+def test_malformed_environment_variable_names_it(monkeypatch):
+    monkeypatch.setenv("CUXLA_PREALLOCATE", "maybe")
+    with pytest.raises(ValueError, match="CUXLA_PREALLOCATE='maybe'"):
+        cuxla._cuxla._Client.create("/nonexistent.so", "cuda", None, None, None, [])
+
+
+def test_cuda_client_does_not_preallocate_by_default(client):
+    if client.platform != "cuda":
+        pytest.skip("memory options exist on CUDA only")
+    assert client.options["preallocate"] in (None, False)
