@@ -10,10 +10,11 @@ import numpy as np
 import cuxla
 
 # y = tanh(x @ w + b), and the sum of y: a small dense layer with a reduction.
+# HIGHEST precision: full float32 products on GPUs too (XLA's default there is TF32).
 PROGRAM = """
 func.func public @main(%x: tensor<256x512xf32>, %w: tensor<512x128xf32>, %b: tensor<128xf32>)
     -> (tensor<256x128xf32>, tensor<f32>) {
-  %xw = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<256x512xf32>, tensor<512x128xf32>) -> tensor<256x128xf32>
+  %xw = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0], precision = [HIGHEST, HIGHEST] : (tensor<256x512xf32>, tensor<512x128xf32>) -> tensor<256x128xf32>
   %bb = stablehlo.broadcast_in_dim %b, dims = [1] : (tensor<128xf32>) -> tensor<256x128xf32>
   %z = stablehlo.add %xw, %bb : tensor<256x128xf32>
   %y = stablehlo.tanh %z : tensor<256x128xf32>

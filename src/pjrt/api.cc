@@ -38,9 +38,9 @@ std::string Api::version() const {
 void Api::ThrowMissing(const char* name) const {
   throw Error(ErrorKind::kRuntime,
               std::string(name) + " is not provided by PJRT plugin " + plugin_path_ +
-                  " (PJRT C API " + version() + "); it needs a newer PJRT C API than " +
-                  version() + " (cuxla was built against " + std::to_string(PJRT_API_MAJOR) +
-                  "." + std::to_string(PJRT_API_MINOR) + ")");
+                  ", which implements PJRT C API " + version() + "; it needs a plugin of PJRT C API " +
+                  std::to_string(PJRT_API_MAJOR) + "." + std::to_string(PJRT_API_MINOR) +
+                  " (the version cuxla was built against) or one older that has it");
 }
 
 void Api::Check(PJRT_Error* error, const char* entry) const {

@@ -19,8 +19,8 @@ class Array;
 class Executable {
  public:
   // Compiles StableHLO (MLIR text or bytecode) for one replica and one
-  // partition on `device`. Invalid programs raise ValueError-kind Errors
-  // carrying the compiler's message.
+  // partition on `device`. A program the plugin rejects raises an Error
+  // carrying the compiler's message, of the kind its PJRT error code maps to.
   static std::shared_ptr<const Executable> Compile(std::shared_ptr<const ClientState> state,
                                                    std::string_view program, const Device& device);
 

@@ -30,9 +30,10 @@ constexpr KnownPlugin kKnownPlugins[] = {
   throw Error(ErrorKind::kValue, "cannot load PJRT plugin " + path + ": " + why);
 }
 
-std::shared_ptr<const Plugin> Open(const std::string& path) {
+// Opens the plugin file `canonical`; errors name `path`, as the caller gave it.
+std::shared_ptr<const Plugin> Open(const std::string& canonical, const std::string& path) {
   // RTLD_LOCAL: two plugins each carry their own copy of XLA's symbols.
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* handle = dlopen(canonical.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* err = dlerror();
     Refuse(path, err ? err : "dlopen failed");
@@ -46,7 +47,7 @@ std::shared_ptr<const Plugin> Open(const std::string& path) {
     Refuse(path, "its PJRT_Api table is " + std::to_string(raw->struct_size) +
                      " bytes, too small to be a PJRT plugin");
 
-  auto plugin = std::make_shared<const Plugin>(Api(raw, path));
+  auto plugin = std::make_shared<const Plugin>(Api(raw, canonical));
   const Api& api = plugin->api();
   if (api.major() != PJRT_API_MAJOR)
     Refuse(path, "it implements PJRT C API " + api.version() + ", cuxla needs major version " +
@@ -92,7 +93,7 @@ std::shared_ptr<const Plugin> Plugin::Load(const std::string& path) {
   std::lock_guard<std::mutex> lock(mutex);
   auto it = loaded->find(key);
   if (it != loaded->end()) return it->second;
-  auto plugin = Open(key);
+  auto plugin = Open(key, path);
   loaded->emplace(key, plugin);
   return plugin;
 }

@@ -1,6 +1,5 @@
 // Arrays: host <-> device copies, shapes and layouts, and use after delete.
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -20,7 +19,7 @@ using test::UploadFloats;
 std::vector<uint8_t> Pattern(DType dtype, size_t count) {
   std::vector<uint8_t> bytes(count);
   for (size_t i = 0; i < count; ++i)
-    bytes[i] = dtype == DType::kBool ? i % 3 == 1 : static_cast<uint8_t>(i * 37 + 11);
+    bytes[i] = static_cast<uint8_t>(dtype == DType::kBool ? i % 3 == 1 : i * 37 + 11);
   return bytes;
 }
 

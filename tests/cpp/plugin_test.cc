@@ -92,7 +92,7 @@ TEST(PluginTest, LoadOfAFileThatIsNotASharedLibraryNamesThePath) {
   auto error = ThrownError([&] { Plugin::Load(text.path()); });
   ASSERT_TRUE(error);
   EXPECT_EQ(error->kind(), ErrorKind::kValue);
-  EXPECT_TRUE(Contains(error->what(), fs::canonical(text.path()).string()));
+  EXPECT_TRUE(Contains(error->what(), text.path()));
 }
 
 TEST(PluginTest, LoadOfALibraryWithoutGetPjrtApiSaysSo) {
@@ -101,7 +101,7 @@ TEST(PluginTest, LoadOfALibraryWithoutGetPjrtApiSaysSo) {
   auto error = ThrownError([&] { Plugin::Load(libm); });
   ASSERT_TRUE(error);
   EXPECT_EQ(error->kind(), ErrorKind::kValue);
-  EXPECT_TRUE(Contains(error->what(), fs::canonical(libm).string()));
+  EXPECT_TRUE(Contains(error->what(), libm));
   EXPECT_TRUE(Contains(error->what(), "GetPjrtApi"));
 }
 
