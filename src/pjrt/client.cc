@@ -60,7 +60,6 @@ std::vector<PJRT_NamedValue> NamedValues(const ClientOptions& options) {
     value.value_size = 1;
     return value;
   };
-  // Never preallocate unless asked: PyTorch shares the card (DESIGN.md, "Memory").
   add("preallocate", PJRT_NamedValue_kBool).bool_value = options.preallocate.value_or(false);
   if (options.memory_fraction)
     add("memory_fraction", PJRT_NamedValue_kFloat).float_value =
@@ -136,6 +135,8 @@ ClientOptions Client::ResolveOptions(const std::string& platform, const ClientOp
     return options;  // the environment configures CUDA clients only
   }
   ClientOptions resolved = options.WithEnvironment();
+  // Never preallocate unless asked: PyTorch shares the card (DESIGN.md, "Memory").
+  resolved.preallocate = resolved.preallocate.value_or(false);
   Validate(resolved);
   return resolved;
 }

@@ -53,4 +53,4 @@ def test_malformed_environment_variable_names_it(monkeypatch):
 def test_cuda_client_does_not_preallocate_by_default(client):
     if client.platform != "cuda":
         pytest.skip("memory options exist on CUDA only")
-    assert client.options["preallocate"] in (None, False)
+    assert client.options["preallocate"] is False
