@@ -12,44 +12,32 @@
 #include <string>
 #include <vector>
 
+#include "bindings.h"
 #include "cuda/driver.h"
-#include "cuxla/cuxla.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
-
-namespace {
-
+using namespace cuxla::bindings;
 using cuxla::Array;
 using cuxla::Client;
-using cuxla::ClientState;
 using cuxla::Device;
 using cuxla::Executable;
 
-// A device as Python sees it: it keeps its client alive.
-struct PyDevice {
-  std::shared_ptr<const ClientState> state;
-  const Device* device;
-};
+namespace cuxla::bindings {
 
-PyDevice Wrap(const std::shared_ptr<const ClientState>& state, const Device& device) {
-  return PyDevice{state, &device};
-}
-
-nb::tuple Shape(const Array& array) {
-  nb::list shape;
-  for (int64_t d : array.dims()) shape.append(d);
-  return nb::tuple(shape);
-}
-
-// numpy.dtype for a cuxla dtype; ml_dtypes registers bfloat16 and float8 names.
-nb::object NumpyDType(cuxla::DType dtype) {
-  static nb::object np_dtype = [] {
+nb::object NumpyDType(DType dtype) {
+  // Leaked on purpose: no Python object may be destroyed after finalization.
+  static nb::handle np_dtype = [] {
     nb::module_::import_("ml_dtypes");
-    return nb::module_::import_("numpy").attr("dtype");
+    nb::object dtype = nb::module_::import_("numpy").attr("dtype");
+    return dtype.release();
   }();
-  return np_dtype(std::string(cuxla::DTypeName(dtype)));
+  return np_dtype(std::string(DTypeName(dtype)));
 }
+
+}  // namespace cuxla::bindings
+
+namespace {
 
 cuxla::DType DTypeFromName(const std::string& name) {
   if (auto dtype = cuxla::DTypeFromName(name)) return *dtype;
@@ -186,7 +174,8 @@ NB_MODULE(_cuxla, m) {
   }, "data"_a, "dtype"_a, "dims"_a, "device"_a,
      "Copies C-contiguous host memory at `data` to `device`.");
 
-  nb::class_<Array>(m, "Array")
+  nb::class_<Array> array(m, "Array");
+  array
       .def_prop_ro("shape", &Shape)
       .def_prop_ro("dtype", [](const Array& a) { return NumpyDType(a.dtype()); })
       .def_prop_ro("ndim", [](const Array& a) { return a.dims().size(); })
@@ -228,20 +217,31 @@ NB_MODULE(_cuxla, m) {
                ":" + std::to_string(a.device().id) + ")";
       });
 
+  RegisterDLPack(m, array);
+
   nb::class_<Executable>(m, "Executable")
       .def_prop_ro("name", &Executable::name)
       .def_prop_ro("num_outputs", &Executable::num_outputs)
       .def_prop_ro("device", [](const Executable& e) { return Wrap(e.state(), e.device()); })
       .def("__call__", [](const Executable& e, nb::args args) {
-        std::vector<const Array*> arrays;
-        arrays.reserve(args.size());
+        // Arrays as they are; any other DLPack tensor imported onto the
+        // executable's device (zero-copy when possible).
+        std::vector<Array> imported;
+        imported.reserve(args.size());
+        std::vector<const Array*> arrays(args.size());
         for (size_t i = 0; i < args.size(); ++i) {
-          if (!nb::isinstance<Array>(args[i]))
+          if (nb::isinstance<Array>(args[i])) {
+            arrays[i] = &nb::cast<const Array&>(args[i]);
+            continue;
+          }
+          if (!nb::hasattr(args[i], "__dlpack__"))
             throw nb::type_error(("argument " + std::to_string(i) + " is a " +
-                                  nb::type_name(args[i].type()).c_str() + ", not a cuxla.Array")
-                                     .c_str());
-          arrays.push_back(&nb::cast<const Array&>(args[i]));
+                                  nb::type_name(args[i].type()).c_str() +
+                                  ", neither a cuxla.Array nor a DLPack tensor").c_str());
+          imported.push_back(ImportObject(args[i], ImportTarget{e.state(), &e.device()}, std::nullopt));
         }
+        for (size_t i = 0, next = 0; i < args.size(); ++i)
+          if (arrays[i] == nullptr) arrays[i] = &imported[next++];
         std::vector<Array> outputs;
         {
           nb::gil_scoped_release release;
@@ -250,5 +250,5 @@ NB_MODULE(_cuxla, m) {
         nb::list result;
         for (Array& out : outputs) result.append(nb::cast(std::move(out)));
         return nb::tuple(result);
-      }, "Runs on cuxla Arrays; returns a tuple of Arrays.");
+      }, "Runs on cuxla Arrays or DLPack tensors; returns a tuple of Arrays.");
 }

@@ -3,7 +3,7 @@
 The C++ core (``cuxla._cuxla``) does the work; this package adds the Python
 conveniences: client selection, host conversion and the command line.
 """
-from ._cuxla import Array, Device, Executable, Plugin
+from ._cuxla import Array, Device, Executable, Plugin, from_dlpack
 from ._client import Client, asarray, compile, default_client, devices
 
 __version__ = "0.1.0"
@@ -18,4 +18,5 @@ __all__ = [
     "compile",
     "default_client",
     "devices",
+    "from_dlpack",
 ]

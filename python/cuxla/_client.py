@@ -77,17 +77,24 @@ class Client:
         return f"cuxla.Client({self.platform!r}, devices={len(self.devices())}, plugin={self.plugin!r})"
 
 
-_default_lock = threading.Lock()
-_default: Client | None = None
+_clients_lock = threading.Lock()
+_platform_clients: dict[str, Client] = {}
+
+
+def client_for_platform(platform: str) -> Client:
+    """The process-wide client of `platform`, made on first use: the default
+    client when it is of that platform, and where DLPack imports of that
+    platform's tensors go unless told otherwise."""
+    with _clients_lock:
+        if platform not in _platform_clients:
+            _platform_clients[platform] = Client(platform)
+        return _platform_clients[platform]
 
 
 def default_client() -> Client:
     """The client made on first use: CUDA if a GPU and its plugin are there, else CPU."""
-    global _default
-    with _default_lock:
-        if _default is None:
-            _default = Client()
-        return _default
+    platform, _ = _cuxla.choose_plugin("", "", package_dirs())
+    return client_for_platform(platform)
 
 
 def devices() -> list[_cuxla.Device]:

@@ -1,31 +1,45 @@
 #include "pjrt/array.h"
 
+#include <algorithm>
 #include <numeric>
+#include "pjrt/strided_copy.h"
 #include <string>
 
 namespace cuxla {
+
+std::vector<int64_t> CompactStrides(std::span<const int64_t> dims,
+                                    std::span<const int64_t> minor_to_major) {
+  std::vector<int64_t> strides(dims.size());
+  int64_t next = 1;
+  for (int64_t d : minor_to_major) {
+    strides[d] = next;
+    next *= std::max<int64_t>(dims[d], 1);
+  }
+  return strides;
+}
+
 namespace {
 
-std::vector<int64_t> RowMajor(size_t rank) {
+std::vector<int64_t> RowMajorLayout(size_t rank) {
   std::vector<int64_t> layout(rank);
   for (size_t i = 0; i < rank; ++i) layout[i] = static_cast<int64_t>(rank - 1 - i);
   return layout;
 }
 
 std::vector<int64_t> MinorToMajor(const pjrt::Api& api, PJRT_Buffer* buffer, size_t rank) {
-  if (!api.Has(&PJRT_Api::PJRT_Buffer_GetMemoryLayout)) return RowMajor(rank);
+  if (!api.Has(&PJRT_Api::PJRT_Buffer_GetMemoryLayout)) return RowMajorLayout(rank);
   auto args = CUXLA_PJRT_ARGS(PJRT_Buffer_GetMemoryLayout_Args);
   args.buffer = buffer;
   CUXLA_PJRT_CALL(api, PJRT_Buffer_GetMemoryLayout, &args);
-  if (args.layout.type != PJRT_Buffer_MemoryLayout_Type_Tiled) return RowMajor(rank);
+  if (args.layout.type != PJRT_Buffer_MemoryLayout_Type_Tiled) return RowMajorLayout(rank);
   const PJRT_Buffer_MemoryLayout_Tiled& tiled = args.layout.tiled;
   return std::vector<int64_t>(tiled.minor_to_major, tiled.minor_to_major + tiled.minor_to_major_size);
 }
 
 }  // namespace
 
-Array::Array(std::shared_ptr<const ClientState> state, pjrt::BufferPtr buffer)
-    : state_(std::move(state)), buffer_(std::move(buffer)) {
+Array::Array(std::shared_ptr<const ClientState> state, pjrt::BufferPtr buffer, bool is_view)
+    : state_(std::move(state)), buffer_(std::move(buffer)), is_view_(is_view) {
   const pjrt::Api& api = state_->api();
   PJRT_Buffer* raw = buffer_.get();
 
@@ -76,6 +90,95 @@ Array Array::FromHost(std::shared_ptr<const ClientState> state, const HostBuffer
   return Array(std::move(state), std::move(buffer));
 }
 
+Array Array::CreateView(std::shared_ptr<const ClientState> state, const DeviceView& view,
+                        const Device& device) {
+  const pjrt::Api& api = state->api();
+  auto args = CUXLA_PJRT_ARGS(PJRT_Client_CreateViewOfDeviceBuffer_Args);
+  args.client = state->client.get();
+  args.device_buffer_ptr = view.data;
+  args.dims = view.dims.data();
+  args.num_dims = view.dims.size();
+  args.element_type = ToPjrt(view.dtype);
+  PJRT_Buffer_MemoryLayout layout = CUXLA_PJRT_ARGS(PJRT_Buffer_MemoryLayout);
+  if (!view.minor_to_major.empty()) {
+    layout.type = PJRT_Buffer_MemoryLayout_Type_Tiled;
+    layout.tiled = CUXLA_PJRT_ARGS(PJRT_Buffer_MemoryLayout_Tiled);
+    layout.tiled.minor_to_major = view.minor_to_major.data();
+    layout.tiled.minor_to_major_size = view.minor_to_major.size();
+    args.layout = &layout;
+  }
+  args.device = device.handle;
+  args.on_delete_callback = view.on_delete;
+  args.on_delete_callback_arg = view.on_delete_arg;
+  args.stream = view.ready_stream;
+  CUXLA_PJRT_CALL(api, PJRT_Client_CreateViewOfDeviceBuffer, &args);
+  return Array(std::move(state), pjrt::BufferPtr(args.buffer, pjrt::BufferDestroy{&api}),
+               /*is_view=*/true);
+}
+
+bool Array::is_row_major() const noexcept { return layout_ == RowMajorLayout(dims_.size()); }
+
+Array Array::CopyToDevice(const ClientState& target_state, std::shared_ptr<const ClientState> owner,
+                          const Device& device) const {
+  if (&target_state != state_.get()) {
+    // Another client (another platform): through the host.
+    std::vector<std::byte> host(static_cast<size_t>(nbytes()));
+    CopyToHost(host.data(), host.size());
+    return FromHost(std::move(owner), HostBuffer{host.data(), dtype_, dims_, {}}, device);
+  }
+  const pjrt::Api& api = state_->api();
+  auto args = CUXLA_PJRT_ARGS(PJRT_Buffer_CopyToDevice_Args);
+  args.buffer = buffer();
+  args.dst_device = device.handle;
+  CUXLA_PJRT_CALL(api, PJRT_Buffer_CopyToDevice, &args);
+  return Array(std::move(owner), pjrt::BufferPtr(args.dst_buffer, pjrt::BufferDestroy{&api}));
+}
+
+void Array::WaitUntilReadyOnStream(intptr_t stream) const {
+  const PJRT_Stream_Extension* streams = state_->plugin->stream_extension();
+  if (streams == nullptr)
+    throw Error(ErrorKind::kRuntime, "PJRT plugin " + state_->plugin->path() +
+                                         " has no stream extension to order work on stream " +
+                                         std::to_string(stream));
+  auto args = CUXLA_PJRT_ARGS(PJRT_Wait_Until_Buffer_Ready_On_Stream_Args);
+  args.stream = stream;
+  args.buffer = buffer();
+  state_->api().Check(streams->wait_stream(&args), "PJRT_Wait_Until_Buffer_Ready_On_Stream");
+}
+
+Array::ExternalReference::ExternalReference(const Array& array)
+    : state_(array.state_), buffer_(array.buffer_) {
+  if (buffer_ == nullptr) throw Error(ErrorKind::kRuntime, "Array has been deleted");
+  const pjrt::Api& api = state_->api();
+  auto inc = CUXLA_PJRT_ARGS(PJRT_Buffer_IncreaseExternalReferenceCount_Args);
+  inc.buffer = buffer_.get();
+  CUXLA_PJRT_CALL(api, PJRT_Buffer_IncreaseExternalReferenceCount, &inc);
+  auto ptr = CUXLA_PJRT_ARGS(PJRT_Buffer_OpaqueDeviceMemoryDataPointer_Args);
+  ptr.buffer = buffer_.get();
+  try {
+    CUXLA_PJRT_CALL(api, PJRT_Buffer_OpaqueDeviceMemoryDataPointer, &ptr);
+  } catch (...) {
+    auto dec = CUXLA_PJRT_ARGS(PJRT_Buffer_DecreaseExternalReferenceCount_Args);
+    dec.buffer = buffer_.get();
+    api.Check(api.raw()->PJRT_Buffer_DecreaseExternalReferenceCount(&dec),
+              "PJRT_Buffer_DecreaseExternalReferenceCount");
+    throw;
+  }
+  data_ = ptr.device_memory_ptr;
+}
+
+Array::ExternalReference::~ExternalReference() {
+  const pjrt::Api& api = state_->api();
+  auto dec = CUXLA_PJRT_ARGS(PJRT_Buffer_DecreaseExternalReferenceCount_Args);
+  dec.buffer = buffer_.get();
+  try {
+    api.Check(api.raw()->PJRT_Buffer_DecreaseExternalReferenceCount(&dec),
+              "PJRT_Buffer_DecreaseExternalReferenceCount");
+  } catch (const Error&) {
+    // Nothing to report to from a destructor; the buffer is released below anyway.
+  }
+}
+
 int64_t Array::size() const noexcept {
   return std::accumulate(dims_.begin(), dims_.end(), int64_t{1}, std::multiplies<>());
 }
@@ -91,19 +194,12 @@ void Array::CopyToHost(void* dst, size_t dst_size) const {
   if (dst_size != static_cast<size_t>(nbytes()))
     throw Error(ErrorKind::kValue, "host buffer is " + std::to_string(dst_size) +
                                        " bytes, the array needs " + std::to_string(nbytes()));
+  // Plugins read views back in their raw order whatever their layout: make
+  // a row-major copy on the device first.
+  if (!is_row_major()) return cuxla::RowMajor(*this).CopyToHost(dst, dst_size);
   const pjrt::Api& api = state_->api();
   auto args = CUXLA_PJRT_ARGS(PJRT_Buffer_ToHostBuffer_Args);
   args.src = buffer();
-  // Ask for row-major on the host whatever the device layout is.
-  std::vector<int64_t> row_major = RowMajor(dims_.size());
-  PJRT_Buffer_MemoryLayout host_layout = CUXLA_PJRT_ARGS(PJRT_Buffer_MemoryLayout);
-  if (layout_ != row_major) {
-    host_layout.type = PJRT_Buffer_MemoryLayout_Type_Tiled;
-    host_layout.tiled = CUXLA_PJRT_ARGS(PJRT_Buffer_MemoryLayout_Tiled);
-    host_layout.tiled.minor_to_major = row_major.data();
-    host_layout.tiled.minor_to_major_size = row_major.size();
-    args.host_layout = &host_layout;
-  }
   args.dst = dst;
   args.dst_size = dst_size;
   CUXLA_PJRT_CALL(api, PJRT_Buffer_ToHostBuffer, &args);

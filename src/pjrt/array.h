@@ -1,9 +1,10 @@
 // pjrt/array.h — cuxla::Array: one PJRT buffer on one device, with its dtype,
-// shape and layout, owned until delete() or destruction.
+// shape and layout; owned, or a view of memory owned elsewhere.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "pjrt/api.h"
@@ -12,41 +13,89 @@
 
 namespace cuxla {
 
+// Element strides of a compact tensor of `dims` laid out `minor_to_major`.
+std::vector<int64_t> CompactStrides(std::span<const int64_t> dims,
+                                    std::span<const int64_t> minor_to_major);
+
+// Memory owned elsewhere, to wrap as an Array without copying.
+struct DeviceView {
+  void* data = nullptr;  // the first element; aligned as the platform needs
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> dims;
+  std::vector<int64_t> minor_to_major;  // empty: row-major
+  // Called once by PJRT after the view is deleted and every computation
+  // using it has finished; may run on any thread. Null: nothing to release.
+  void (*on_delete)(void* data, void* arg) = nullptr;
+  void* on_delete_arg = nullptr;
+  // CUDA: the stream holding the work that makes `data` ready (0: none).
+  intptr_t ready_stream = 0;
+};
+
 class Array {
  public:
   // Takes ownership of `buffer`, made by the client of `state`.
-  Array(std::shared_ptr<const ClientState> state, pjrt::BufferPtr buffer);
+  Array(std::shared_ptr<const ClientState> state, pjrt::BufferPtr buffer, bool is_view = false);
   static Array FromHost(std::shared_ptr<const ClientState> state, const HostBuffer& host,
                         const Device& device);
+  // Wraps `view` on `device`. If PJRT refuses, view.on_delete is not called:
+  // the caller still owns the memory.
+  static Array CreateView(std::shared_ptr<const ClientState> state, const DeviceView& view,
+                          const Device& device);
 
   DType dtype() const noexcept { return dtype_; }
   const std::vector<int64_t>& dims() const noexcept { return dims_; }
   // Minor-to-major dimension order ({rank-1, ..., 0} is row-major).
   const std::vector<int64_t>& layout() const noexcept { return layout_; }
+  bool is_row_major() const noexcept;
   const Device& device() const noexcept { return *device_; }
+  bool is_view() const noexcept { return is_view_; }
   int64_t size() const noexcept;    // elements
   int64_t nbytes() const noexcept;  // size() * element size
 
   // Copies to `dst` in row-major order, blocking; dst_size must be nbytes().
   void CopyToHost(void* dst, size_t dst_size) const;
   void BlockUntilReady() const;
+  // A copy on `device` (of this client: on the device; of another: through the host).
+  Array CopyToDevice(const ClientState& target_state, std::shared_ptr<const ClientState> owner,
+                     const Device& device) const;
   // The device address of the data (for identity checks and interop).
   uintptr_t UnsafeBufferPointer() const;
+  // CUDA: makes `stream` wait, on the device, until the data is written.
+  void WaitUntilReadyOnStream(intptr_t stream) const;
 
-  // Frees the buffer now; every later use raises. Idempotent.
+  // Drops this Array's hold on the buffer; the memory goes when no external
+  // reference holds it either. Idempotent.
   void Delete() noexcept { buffer_.reset(); }
   bool is_deleted() const noexcept { return buffer_ == nullptr; }
   // The live buffer; throws a RuntimeError-kind Error after Delete().
   PJRT_Buffer* buffer() const;
   const std::shared_ptr<const ClientState>& state() const noexcept { return state_; }
 
+  // A hold on the device memory for another framework (DLPack export): the
+  // buffer stays alive, marked externally referenced, until this is destroyed,
+  // whatever happens to the Array.
+  class ExternalReference {
+   public:
+    explicit ExternalReference(const Array& array);
+    ~ExternalReference();
+    ExternalReference(const ExternalReference&) = delete;
+    ExternalReference& operator=(const ExternalReference&) = delete;
+    void* data() const noexcept { return data_; }
+
+   private:
+    std::shared_ptr<const ClientState> state_;  // destroyed after buffer_
+    std::shared_ptr<PJRT_Buffer> buffer_;
+    void* data_ = nullptr;
+  };
+
  private:
   std::shared_ptr<const ClientState> state_;  // declared first: destroyed after buffer_
-  pjrt::BufferPtr buffer_;
+  std::shared_ptr<PJRT_Buffer> buffer_;       // shared with ExternalReferences
   DType dtype_;
   std::vector<int64_t> dims_;
   std::vector<int64_t> layout_;
   const Device* device_;  // points into state_->devices
+  bool is_view_ = false;
 };
 
 }  // namespace cuxla

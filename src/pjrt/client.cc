@@ -141,6 +141,38 @@ ClientOptions Client::ResolveOptions(const std::string& platform, const ClientOp
   return resolved;
 }
 
+const Device& ClientState::DeviceWithHardwareId(int id) const {
+  for (const Device& device : devices)
+    if (device.local_hardware_id == id) return device;
+  throw Error(ErrorKind::kValue, "the " + platform + " client has no device with local_hardware_id " +
+                                     std::to_string(id));
+}
+
+intptr_t ClientState::ExternalReadyStream(const Device& device) const {
+  const PJRT_Stream_Extension* streams = plugin->stream_extension();
+  if (streams == nullptr)
+    throw Error(ErrorKind::kRuntime, "PJRT plugin " + plugin->path() + " has no stream extension");
+  auto args = CUXLA_PJRT_ARGS(PJRT_Get_Stream_For_External_Ready_Events_Args);
+  args.device = device.handle;
+  api().Check(streams->get_stream(&args), "PJRT_Get_Stream_For_External_Ready_Events");
+  return args.stream;
+}
+
+std::shared_ptr<const Executable> ClientState::InternalProgram(std::string_view program,
+                                                               const Device& device) const {
+  std::string key = std::to_string(device.id);
+  key.push_back('\0');
+  key.append(program);
+  std::lock_guard<std::mutex> lock(internal_mutex_);
+  auto it = internal_programs_.find(key);
+  if (it != internal_programs_.end()) return it->second;
+  // Non-owning: a shared_ptr with no control block, pointing at this state.
+  std::shared_ptr<const ClientState> self(std::shared_ptr<const ClientState>(), this);
+  auto executable = Executable::Compile(std::move(self), program, device);
+  internal_programs_.emplace(std::move(key), executable);
+  return executable;
+}
+
 std::shared_ptr<Client> Client::Create(std::shared_ptr<const pjrt::Plugin> plugin,
                                        const std::string& platform,
                                        const ClientOptions& options) {

@@ -60,6 +60,24 @@ struct ClientState {
 
   const pjrt::Api& api() const noexcept { return plugin->api(); }
   const Device& DeviceOf(PJRT_Device* handle) const;
+  // The alignment XLA needs of a buffer's address: 16 bytes, what XLA's GPU
+  // entry parameters and its CPU runtime both assume.
+  size_t buffer_alignment() const noexcept { return 16; }
+  // The device whose local_hardware_id is `id`; ValueError-kind Error if none.
+  const Device& DeviceWithHardwareId(int id) const;
+  // CUDA: the stream on which externally made buffers of `device` are marked
+  // ready (the PJRT stream extension); throws where the plugin has none.
+  intptr_t ExternalReadyStream(const Device& device) const;
+  // Compiles, once per client and device, a program cuxla runs for itself
+  // (such as a strided copy). These executables do not own this state: it
+  // owns them, and their outputs belong to the arguments' client.
+  std::shared_ptr<const Executable> InternalProgram(std::string_view program,
+                                                    const Device& device) const;
+
+ private:
+  mutable std::mutex internal_mutex_;
+  // Declared after `client`, so destroyed before the PJRT client that made them.
+  mutable std::unordered_map<std::string, std::shared_ptr<const Executable>> internal_programs_;
 };
 
 // Host data to copy to a device: a pointer valid for the duration of the copy.

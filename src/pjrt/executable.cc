@@ -4,6 +4,7 @@
 
 #include "pjrt/array.h"
 #include "pjrt/compile_options.h"
+#include "pjrt/strided_copy.h"
 
 namespace cuxla {
 namespace {
@@ -86,6 +87,8 @@ std::vector<Array> Executable::Execute(std::span<const Array* const> args) const
                                        " arguments, " + std::to_string(args.size()) + " given");
   std::vector<PJRT_Buffer*> buffers;
   buffers.reserve(args.size());
+  std::vector<Array> relaid;  // row-major copies of arguments in other layouts
+  relaid.reserve(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     const Array& arg = *args[i];
     if (arg.state()->client.get() != state_->client.get())
@@ -103,7 +106,9 @@ std::vector<Array> Executable::Execute(std::span<const Array* const> args) const
                       DimsText(arg.dims()) + ", the program expects " +
                       (expected.dtype ? std::string(DTypeName(*expected.dtype)) : "another type") +
                       DimsText(expected.dims));
-    buffers.push_back(arg.buffer());
+    // The program reads its parameters row-major (cuxla compiles with default
+    // layouts); a view in another layout is copied into that order first.
+    buffers.push_back(arg.is_row_major() ? arg.buffer() : relaid.emplace_back(RowMajor(arg)).buffer());
   }
 
   PJRT_ExecuteOptions options = CUXLA_PJRT_ARGS(PJRT_ExecuteOptions);
@@ -124,9 +129,12 @@ std::vector<Array> Executable::Execute(std::span<const Array* const> args) const
   std::vector<pjrt::BufferPtr> owned;
   owned.reserve(outputs.size());
   for (PJRT_Buffer* buffer : outputs) owned.emplace_back(buffer, pjrt::BufferDestroy{&api});
+  // Outputs belong to the arguments' client: the same as state_, which for an
+  // internal program (ClientState::InternalProgram) does not own the client.
+  const std::shared_ptr<const ClientState>& owner = args.empty() ? state_ : args.front()->state();
   std::vector<Array> result;
   result.reserve(owned.size());
-  for (pjrt::BufferPtr& buffer : owned) result.emplace_back(state_, std::move(buffer));
+  for (pjrt::BufferPtr& buffer : owned) result.emplace_back(owner, std::move(buffer));
   return result;
 }
 

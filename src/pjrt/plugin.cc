@@ -79,7 +79,20 @@ std::string ValueText(const PJRT_NamedValue& value) {
   return "?";
 }
 
+// The extension of `type` in the plugin's chain, if it is at least `min_size` bytes.
+const PJRT_Extension_Base* FindExtension(const PJRT_Api* api, PJRT_Extension_Type type,
+                                         size_t min_size) {
+  for (const PJRT_Extension_Base* ext = api->extension_start; ext != nullptr; ext = ext->next)
+    if (ext->type == type) return ext->struct_size >= min_size ? ext : nullptr;
+  return nullptr;
+}
+
 }  // namespace
+
+Plugin::Plugin(Api api)
+    : api_(std::move(api)),
+      stream_extension_(reinterpret_cast<const PJRT_Stream_Extension*>(FindExtension(
+          api_.raw(), PJRT_Extension_Type_Stream, PJRT_Stream_Extension_STRUCT_SIZE))) {}
 
 std::shared_ptr<const Plugin> Plugin::Load(const std::string& path) {
   std::error_code ec;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "pjrt/api.h"
+#include "xla/pjrt/c/pjrt_c_api_stream_extension.h"
 
 namespace cuxla::pjrt {
 
@@ -24,11 +25,14 @@ class Plugin {
   const std::string& path() const noexcept { return api_.plugin_path(); }
   // The plugin's attributes (xla_version, stablehlo versions...), as text.
   std::vector<std::pair<std::string, std::string>> Attributes() const;
+  // The stream extension (CUDA plugins), or null when the plugin has none.
+  const PJRT_Stream_Extension* stream_extension() const noexcept { return stream_extension_; }
 
-  explicit Plugin(Api api) : api_(std::move(api)) {}
+  explicit Plugin(Api api);
 
  private:
   Api api_;
+  const PJRT_Stream_Extension* stream_extension_;  // owned by the plugin
 };
 
 // One place looked at while searching for a platform's plugin.

@@ -1,0 +1,325 @@
+// python/bindings/dlpack.cc — the Python side of DLPack: capsules, the
+// `__dlpack__` protocol both ways, the DLPack C exchange API fast path, and
+// the stream arguments of the array API. The conversions are src/interop's.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bindings.h"
+#include "interop/export.h"
+#include "interop/import.h"
+
+namespace cuxla::bindings {
+namespace {
+
+using namespace nb::literals;
+
+constexpr const char* kVersionedName = "dltensor_versioned";
+constexpr const char* kLegacyName = "dltensor";
+// CUDA's legacy default stream, as the array API numbers it (and CU_STREAM_LEGACY).
+constexpr intptr_t kLegacyDefaultStream = 1;
+
+interop::CopyPolicy Policy(std::optional<bool> copy) {
+  if (!copy) return interop::CopyPolicy::kIfNeeded;
+  return *copy ? interop::CopyPolicy::kAlways : interop::CopyPolicy::kNever;
+}
+
+// The default client of `platform` ("cuda", "cpu"), made by the Python layer
+// on first use and kept for the life of the process.
+const std::shared_ptr<const ClientState>& DefaultState(const std::string& platform) {
+  static auto* states = new std::vector<std::pair<std::string, std::shared_ptr<const ClientState>>>();
+  for (const auto& [name, state] : *states)
+    if (name == platform) return state;
+  nb::object client = nb::module_::import_("cuxla._client").attr("client_for_platform")(platform);
+  auto core = nb::cast<std::shared_ptr<Client>>(client.attr("_core"));
+  return states->emplace_back(platform, core->state()).second;
+}
+
+std::string PlatformOf(int device_type) {
+  if (device_type == kDLCUDA) return "cuda";
+  if (device_type == kDLCPU) return "cpu";
+  throw Error(ErrorKind::kBuffer, "cuxla imports tensors on CPU (1) or CUDA (2) devices, not "
+                                  "DLPack device type " + std::to_string(device_type));
+}
+
+// The client to import into (the tensor's platform) and the options that take
+// the result to `target`.
+std::pair<std::shared_ptr<const ClientState>, interop::ImportOptions> Resolve(
+    const ImportTarget& target, int device_type, std::optional<bool> copy) {
+  const std::string platform = PlatformOf(device_type);
+  interop::ImportOptions options;
+  options.copy = Policy(copy);
+  if (target.state != nullptr && target.state->platform == platform && target.device == nullptr)
+    return {target.state, options};
+  if (target.state != nullptr) {
+    options.target_state = target.state;
+    options.target_device = target.device != nullptr ? target.device : &target.state->devices.front();
+  }
+  std::shared_ptr<const ClientState> source =
+      target.state != nullptr && target.state->platform == platform ? target.state : DefaultState(platform);
+  return {source, options};
+}
+
+// The DLPack C exchange API of `type` (PyTorch >= 2.10), or null. Found types
+// are kept referenced for good, so their cached address stays theirs.
+const DLPackExchangeAPI* ExchangeApi(PyTypeObject* type) {
+  static auto* known = new std::vector<std::pair<PyTypeObject*, const DLPackExchangeAPI*>>();
+  for (const auto& [t, api] : *known)
+    if (t == type) return api;
+  nb::handle type_handle(reinterpret_cast<PyObject*>(type));
+  if (!nb::hasattr(type_handle, "__dlpack_c_exchange_api__")) return nullptr;
+  nb::object capsule = type_handle.attr("__dlpack_c_exchange_api__");
+  auto* api = static_cast<const DLPackExchangeAPI*>(PyCapsule_GetPointer(capsule.ptr(), "dlpack_exchange_api"));
+  if (api == nullptr) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  if (api->header.version.major != DLPACK_MAJOR_VERSION) return nullptr;
+  type_handle.inc_ref();
+  known->emplace_back(type, api);
+  return api;
+}
+
+[[noreturn]] void RaisePythonError() { throw nb::python_error(); }
+
+// Consumes a DLPack capsule: renames it used_*, so that its destructor leaves
+// the tensor to us, and imports it.
+Array ImportCapsule(nb::handle capsule, const ImportTarget& target, std::optional<bool> copy,
+                    intptr_t ready_stream) {
+  PyObject* c = capsule.ptr();
+  const char* name = PyCapsule_GetName(c);
+  if (name == nullptr) RaisePythonError();
+  const bool versioned = std::string_view(name) == kVersionedName;
+  if (!versioned && std::string_view(name) != kLegacyName)
+    throw Error(ErrorKind::kValue, std::string_view(name).starts_with("used_")
+                                       ? "this DLPack capsule was already consumed"
+                                       : "not a DLPack capsule: '" + std::string(name) + "'");
+  void* pointer = PyCapsule_GetPointer(c, name);
+  if (pointer == nullptr) RaisePythonError();
+  if (PyCapsule_SetName(c, versioned ? "used_dltensor_versioned" : "used_dltensor") != 0) RaisePythonError();
+  if (versioned) {
+    auto* tensor = static_cast<DLManagedTensorVersioned*>(pointer);
+    auto [state, options] = Resolve(target, tensor->dl_tensor.device.device_type, copy);
+    options.ready_stream = ready_stream;
+    return interop::ImportDLPack(state, tensor, options);
+  }
+  auto* tensor = static_cast<DLManagedTensor*>(pointer);
+  auto [state, options] = Resolve(target, tensor->dl_tensor.device.device_type, copy);
+  options.ready_stream = ready_stream;
+  return interop::ImportDLPack(state, tensor, options);
+}
+
+// The fast path: no Python-level `__dlpack__`; XLA's first use waits, on the
+// device, for the producer's current stream.
+Array ImportExchange(const DLPackExchangeAPI* api, nb::handle object, const ImportTarget& target,
+                     std::optional<bool> copy) {
+  DLManagedTensorVersioned* tensor = nullptr;
+  if (api->managed_tensor_from_py_object_no_sync(object.ptr(), &tensor) != 0) RaisePythonError();
+  const DLDevice device = tensor->dl_tensor.device;
+  intptr_t ready_stream = 0;
+  try {
+    if (device.device_type == kDLCUDA) {
+      void* stream = nullptr;
+      if (api->current_work_stream(kDLCUDA, device.device_id, &stream) != 0) RaisePythonError();
+      // The default stream is reported as null; name it so PJRT orders on it.
+      ready_stream = stream != nullptr ? reinterpret_cast<intptr_t>(stream) : kLegacyDefaultStream;
+    }
+  } catch (...) {
+    if (tensor->deleter != nullptr) tensor->deleter(tensor);
+    throw;
+  }
+  auto [state, options] = Resolve(target, device.device_type, copy);
+  options.ready_stream = ready_stream;
+  return interop::ImportDLPack(state, tensor, options);
+}
+
+// The `__dlpack__` protocol: the producer orders its work before XLA's
+// external-ready stream, which XLA's first use of the view waits on.
+Array ImportProtocol(nb::handle object, const ImportTarget& target, std::optional<bool> copy) {
+  auto device = nb::cast<std::pair<int, int>>(object.attr("__dlpack_device__")());
+  nb::object stream = nb::none();
+  intptr_t ready_stream = 0;
+  if (device.first == kDLCUDA) {
+    auto [state, options] = Resolve(target, device.first, copy);
+    const Device& source = state->DeviceWithHardwareId(device.second);
+    ready_stream = state->ExternalReadyStream(source);
+    stream = nb::int_(ready_stream);
+  }
+  nb::object dlpack = object.attr("__dlpack__");
+  nb::object capsule;
+  try {
+    capsule = dlpack("stream"_a = stream, "max_version"_a = nb::make_tuple(DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION));
+  } catch (nb::python_error& e) {
+    if (!e.matches(PyExc_TypeError)) throw;
+    capsule = dlpack("stream"_a = stream);  // a producer older than DLPack 1.0
+  }
+  return ImportCapsule(capsule, target, copy, ready_stream);
+}
+
+// The array API's stream argument for a consumer on `array`'s device; nullopt: no ordering.
+std::optional<intptr_t> ConsumerStream(const Array& array, nb::handle stream) {
+  const bool cuda = array.device().platform == "cuda";
+  if (!cuda) {
+    if (!stream.is_none() && !(nb::isinstance<nb::int_>(stream) && nb::cast<intptr_t>(stream) == -1))
+      throw Error(ErrorKind::kValue, "stream must be None for a CPU array");
+    return std::nullopt;
+  }
+  if (stream.is_none()) return kLegacyDefaultStream;
+  if (!nb::isinstance<nb::int_>(stream))
+    throw Error(ErrorKind::kValue, "stream must be None or an int, not " +
+                                       std::string(nb::type_name(stream.type()).c_str()));
+  const auto value = nb::cast<intptr_t>(stream);
+  if (value == -1) return std::nullopt;
+  if (value == 0) throw Error(ErrorKind::kValue, "stream 0 is ambiguous and disallowed by the array API: use 1 or 2");
+  return value;
+}
+
+void DeleteUnconsumed(PyObject* capsule, const char* name, bool versioned) {
+  void* pointer = PyCapsule_GetPointer(capsule, name);
+  if (pointer == nullptr) {
+    PyErr_Clear();  // renamed used_*: the consumer owns the tensor
+    return;
+  }
+  if (versioned) {
+    auto* t = static_cast<DLManagedTensorVersioned*>(pointer);
+    if (t->deleter != nullptr) t->deleter(t);
+  } else {
+    auto* t = static_cast<DLManagedTensor*>(pointer);
+    if (t->deleter != nullptr) t->deleter(t);
+  }
+}
+
+nb::object ExportCapsule(const Array& array, bool versioned) {
+  if (versioned) {
+    DLManagedTensorVersioned* tensor = interop::ExportDLPack(array);
+    PyObject* capsule = PyCapsule_New(tensor, kVersionedName, [](PyObject* c) {
+      DeleteUnconsumed(c, kVersionedName, true);
+    });
+    if (capsule == nullptr) {
+      tensor->deleter(tensor);
+      RaisePythonError();
+    }
+    return nb::steal(capsule);
+  }
+  DLManagedTensor* tensor = interop::ExportLegacyDLPack(array);
+  PyObject* capsule = PyCapsule_New(tensor, kLegacyName, [](PyObject* c) {
+    DeleteUnconsumed(c, kLegacyName, false);
+  });
+  if (capsule == nullptr) {
+    tensor->deleter(tensor);
+    RaisePythonError();
+  }
+  return nb::steal(capsule);
+}
+
+// An exchange-API consumer's object for `array` (to_torch's fast path): the
+// consumer's current stream waits for XLA's writes on the device.
+nb::object ExportExchange(const DLPackExchangeAPI* api, const Array& array) {
+  const DLDevice device = interop::DLDeviceOf(array);
+  std::optional<intptr_t> stream;
+  if (device.device_type == kDLCUDA) {
+    void* current = nullptr;
+    if (api->current_work_stream(kDLCUDA, device.device_id, &current) != 0) RaisePythonError();
+    stream = current != nullptr ? reinterpret_cast<intptr_t>(current) : kLegacyDefaultStream;
+  }
+  interop::OrderConsumer(array, stream);
+  DLManagedTensorVersioned* tensor = interop::ExportDLPack(array);
+  void* out = nullptr;
+  if (api->managed_tensor_to_py_object_no_sync(tensor, &out) != 0) RaisePythonError();
+  return nb::steal(static_cast<PyObject*>(out));
+}
+
+nb::object ExportTo(const Array& array, nb::handle type) {
+  if (!PyType_Check(type.ptr())) throw nb::type_error("export_to needs a tensor type");
+  const DLPackExchangeAPI* api = ExchangeApi(reinterpret_cast<PyTypeObject*>(type.ptr()));
+  if (api == nullptr)
+    throw nb::type_error((std::string(nb::type_name(type).c_str()) +
+                          " has no DLPack C exchange API (__dlpack_c_exchange_api__)").c_str());
+  return ExportExchange(api, array);
+}
+
+ImportTarget TargetOf(nb::handle device, nb::handle client) {
+  ImportTarget target;
+  if (!client.is_none()) target.state = nb::cast<std::shared_ptr<Client>>(client.attr("_core"))->state();
+  if (!device.is_none()) {
+    const auto& d = nb::cast<const PyDevice&>(device);
+    if (target.state != nullptr && target.state != d.state)
+      throw Error(ErrorKind::kValue, "device is not a device of client");
+    target.state = d.state;
+    target.device = d.device;
+  }
+  return target;
+}
+
+}  // namespace
+
+Array ImportObject(nb::handle object, const ImportTarget& target, std::optional<bool> copy) {
+  if (PyCapsule_CheckExact(object.ptr())) return ImportCapsule(object, target, copy, 0);
+  if (const DLPackExchangeAPI* api = ExchangeApi(Py_TYPE(object.ptr())))
+    return ImportExchange(api, object, target, copy);
+  if (!nb::hasattr(object, "__dlpack__"))
+    throw nb::type_error(("a " + std::string(nb::type_name(object.type()).c_str()) +
+                          " is neither a DLPack capsule nor has __dlpack__").c_str());
+  return ImportProtocol(object, target, copy);
+}
+
+void RegisterDLPack(nb::module_& m, nb::class_<Array>& array) {
+  m.def("from_dlpack", [](nb::handle x, nb::handle device, std::optional<bool> copy, nb::handle client) {
+    return ImportObject(x, TargetOf(device, client), copy);
+  }, "x"_a, nb::kw_only(), "device"_a = nb::none(), "copy"_a = nb::none(), "client"_a = nb::none(),
+     "Imports any DLPack producer or capsule as an Array: a view of its memory when XLA can "
+     "use it as it is, else (copy=None) one compact device copy.");
+
+  m.def("export_to", &ExportTo, "array"_a, "type"_a,
+        "A `type` tensor of `array`'s memory, through `type`'s DLPack C exchange API.");
+
+  m.def("call_with", [](const Executable& executable, nb::handle type, nb::args tensors) {
+    std::vector<Array> inputs;
+    inputs.reserve(tensors.size());
+    const ImportTarget target{executable.state(), &executable.device()};
+    for (nb::handle t : tensors) inputs.push_back(ImportObject(t, target, std::nullopt));
+    std::vector<const Array*> args;
+    for (const Array& a : inputs) args.push_back(&a);
+    std::vector<Array> outputs;
+    {
+      nb::gil_scoped_release release;
+      outputs = executable.Execute(args);
+    }
+    nb::list result;
+    for (const Array& out : outputs) result.append(ExportTo(out, type));
+    return nb::tuple(result);
+  }, "executable"_a, "type"_a, "tensors"_a);
+
+  array
+      .def_prop_ro("is_view", [](const Array& a) { return a.is_view(); },
+                   "True when the array aliases memory owned elsewhere (an import).")
+      .def("__dlpack_device__", [](const Array& a) {
+        const DLDevice d = interop::DLDeviceOf(a);
+        return nb::make_tuple(static_cast<int>(d.device_type), d.device_id);
+      })
+      .def("__dlpack__", [](const Array& a, nb::handle stream, std::optional<std::pair<int, int>> max_version,
+                            std::optional<std::pair<int, int>> dl_device, std::optional<bool> copy) {
+        const DLDevice own = interop::DLDeviceOf(a);
+        if (dl_device && (dl_device->first != own.device_type || dl_device->second != own.device_id))
+          throw Error(ErrorKind::kBuffer, "cuxla exports to the array's own device (" +
+                                              std::to_string(own.device_type) + ", " +
+                                              std::to_string(own.device_id) + ") only");
+        std::optional<Array> copied;
+        if (copy.value_or(false))
+          copied.emplace(a.CopyToDevice(*a.state(), a.state(), a.device()));
+        const Array& source = copied ? *copied : a;
+        interop::OrderConsumer(source, ConsumerStream(source, stream));
+        return ExportCapsule(source, max_version && max_version->first >= 1);
+      }, nb::kw_only(), "stream"_a = nb::none(), "max_version"_a = nb::none(),
+         "dl_device"_a = nb::none(), "copy"_a = nb::none(),
+         "A DLPack capsule of the array's memory (no copy unless copy=True); it stays valid "
+         "after the Array is deleted.");
+}
+
+}  // namespace cuxla::bindings

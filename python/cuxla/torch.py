@@ -1,0 +1,35 @@
+"""PyTorch tensors <-> cuxla Arrays, zero-copy, and XLA programs on PyTorch tensors.
+
+Handoffs go through PyTorch's DLPack C exchange API (PyTorch >= 2.10) when it
+has one, else through `__dlpack__`. On CUDA, XLA waits on the device for
+PyTorch's current stream and PyTorch's current stream for XLA: no host sync.
+"""
+from __future__ import annotations
+
+import torch
+
+from . import _cuxla
+
+_HAS_EXCHANGE_API = hasattr(torch.Tensor, "__dlpack_c_exchange_api__")
+
+
+def to_xla(tensor: torch.Tensor, *, copy: bool | None = None) -> _cuxla.Array:
+    """`tensor` as a cuxla Array on its own device: a view when XLA can use
+    the memory as it is, else (copy=None) one compact device copy."""
+    return _cuxla.from_dlpack(tensor, copy=copy)
+
+
+def to_torch(array: _cuxla.Array) -> torch.Tensor:
+    """A PyTorch tensor of `array`'s memory (no copy); it stays valid after
+    the Array is deleted."""
+    if _HAS_EXCHANGE_API:
+        return _cuxla.export_to(array, torch.Tensor)
+    return torch.from_dlpack(array)
+
+
+def call(executable: _cuxla.Executable, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Runs `executable` on PyTorch tensors and returns PyTorch tensors,
+    zero-copy both ways."""
+    if _HAS_EXCHANGE_API:
+        return _cuxla.call_with(executable, torch.Tensor, *tensors)
+    return tuple(torch.from_dlpack(out) for out in executable(*tensors))

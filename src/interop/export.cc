@@ -1,0 +1,91 @@
+#include "interop/export.h"
+
+#include <new>
+#include <vector>
+
+#include "interop/dtype.h"
+#include "interop/layout.h"
+
+namespace cuxla::interop {
+namespace {
+
+// One allocation per export: the managed tensor, the reference that keeps
+// the buffer alive, then the shape and strides.
+template <class Managed>
+struct Exported {
+  Managed managed;  // first: the deleter is handed a pointer to it
+  Array::ExternalReference reference;
+
+  explicit Exported(const Array& array) : managed{}, reference(array) {}
+
+  int64_t* shape() noexcept { return reinterpret_cast<int64_t*>(this + 1); }
+
+  static Managed* Make(const Array& array) {
+    const size_t rank = array.dims().size();
+    void* block = ::operator new(sizeof(Exported) + 2 * rank * sizeof(int64_t));
+    Exported* exported;
+    try {
+      exported = new (block) Exported(array);
+    } catch (...) {
+      ::operator delete(block);
+      throw;
+    }
+    int64_t* shape = exported->shape();
+    int64_t* strides = shape + rank;
+    const std::vector<int64_t> compact = CompactStrides(array.dims(), array.layout());
+    for (size_t i = 0; i < rank; ++i) {
+      shape[i] = array.dims()[i];
+      strides[i] = compact[i];
+    }
+    DLTensor& t = exported->managed.dl_tensor;
+    t.data = exported->reference.data();
+    t.device = DLDeviceOf(array);
+    t.ndim = static_cast<int32_t>(rank);
+    t.dtype = ToDLDataType(array.dtype());
+    t.shape = shape;
+    t.strides = strides;
+    t.byte_offset = 0;
+    exported->managed.manager_ctx = exported;
+    exported->managed.deleter = &Delete;
+    return &exported->managed;
+  }
+
+  // Drops the reference (the buffer may be freed now) and the block. Callable
+  // from any thread, without the GIL.
+  static void Delete(Managed* managed) noexcept {
+    auto* exported = static_cast<Exported*>(managed->manager_ctx);
+    exported->~Exported();
+    ::operator delete(exported);
+  }
+};
+static_assert(sizeof(Exported<DLManagedTensorVersioned>) % alignof(int64_t) == 0);
+static_assert(sizeof(Exported<DLManagedTensor>) % alignof(int64_t) == 0);
+
+}  // namespace
+
+DLDevice DLDeviceOf(const Array& array) {
+  const Device& device = array.device();
+  if (device.platform == "cuda") return DLDevice{kDLCUDA, device.local_hardware_id};
+  return DLDevice{kDLCPU, 0};
+}
+
+void OrderConsumer(const Array& array, std::optional<intptr_t> consumer_stream) {
+  if (array.device().platform != "cuda") {
+    array.BlockUntilReady();  // the consumer reads host memory now
+  } else if (consumer_stream) {
+    array.WaitUntilReadyOnStream(*consumer_stream);
+  }
+}
+
+DLManagedTensorVersioned* ExportDLPack(const Array& array) {
+  DLManagedTensorVersioned* managed = Exported<DLManagedTensorVersioned>::Make(array);
+  managed->version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+  managed->flags = 0;
+  return managed;
+}
+
+DLManagedTensor* ExportLegacyDLPack(const Array& array) {
+  return Exported<DLManagedTensor>::Make(array);
+}
+
+}  // namespace cuxla::interop

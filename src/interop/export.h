@@ -1,0 +1,27 @@
+// interop/export.h — cuxla Arrays -> DLPack tensors aliasing the XLA buffer,
+// valid until their deleter runs, whatever happens to the Array.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "dlpack/dlpack.h"
+#include "pjrt/array.h"
+
+namespace cuxla::interop {
+
+// Orders the consumer after XLA's writes to `array`. CUDA: `consumer_stream`
+// waits for them on the device (nullopt: no ordering, the consumer's
+// responsibility); CPU: waits on the host until the buffer is ready.
+void OrderConsumer(const Array& array, std::optional<intptr_t> consumer_stream);
+
+// A DLPack 1.x tensor of `array`'s memory (no copy); the caller owns it and
+// must call its deleter once. Make it after OrderConsumer.
+DLManagedTensorVersioned* ExportDLPack(const Array& array);
+// The same as a legacy (unversioned) tensor, for consumers older than DLPack 1.0.
+DLManagedTensor* ExportLegacyDLPack(const Array& array);
+
+// The DLPack device of `array`.
+DLDevice DLDeviceOf(const Array& array);
+
+}  // namespace cuxla::interop

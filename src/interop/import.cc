@@ -1,0 +1,152 @@
+#include "interop/import.h"
+
+#include <algorithm>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "interop/dtype.h"
+#include "interop/layout.h"
+#include "pjrt/strided_copy.h"
+
+namespace cuxla::interop {
+namespace {
+
+// PJRT's on-delete callback: hands the memory back to its producer.
+void CallDeleter(void* /*data*/, void* tensor) noexcept {
+  auto* managed = static_cast<DLManagedTensorVersioned*>(tensor);
+  if (managed->deleter != nullptr) managed->deleter(managed);
+}
+
+// Calls the deleter unless released: the owner of a tensor until a view or a
+// copy takes it over.
+class TensorOwner {
+ public:
+  explicit TensorOwner(DLManagedTensorVersioned* tensor) : tensor_(tensor) {}
+  ~TensorOwner() {
+    if (tensor_ != nullptr) CallDeleter(nullptr, tensor_);
+  }
+  DLManagedTensorVersioned* release() noexcept { return std::exchange(tensor_, nullptr); }
+
+ private:
+  DLManagedTensorVersioned* tensor_;
+};
+
+[[noreturn]] void Refuse(const std::string& why) { throw Error(ErrorKind::kBuffer, why); }
+
+std::string DeviceText(DLDevice device) {
+  switch (device.device_type) {
+    case kDLCPU: return "cpu:" + std::to_string(device.device_id);
+    case kDLCUDA: return "cuda:" + std::to_string(device.device_id);
+    default:
+      return "DLPack device type " + std::to_string(device.device_type) + " id " +
+             std::to_string(device.device_id);
+  }
+}
+
+// The device `tensor` lives on, in `state`'s client.
+const Device& SourceDevice(const ClientState& state, DLDevice device) {
+  const DLDeviceType expected = state.platform == "cuda" ? kDLCUDA : kDLCPU;
+  if (device.device_type != expected)
+    Refuse("a tensor on " + DeviceText(device) + " cannot be imported into a '" + state.platform +
+           "' client");
+  return state.DeviceWithHardwareId(device.device_id);
+}
+
+DType TensorDType(DLDataType type) {
+  if (auto dtype = FromDLDataType(type)) return *dtype;
+  Refuse("unsupported DLPack dtype (code " + std::to_string(type.code) + ", bits " +
+         std::to_string(type.bits) + ", lanes " + std::to_string(type.lanes) + ")");
+}
+
+// A legacy tensor wrapped as a versioned one; its deleter frees the wrapper.
+struct LegacyTensor {
+  DLManagedTensorVersioned versioned;
+  DLManagedTensor* legacy;
+
+  static void Delete(DLManagedTensorVersioned* self) noexcept {
+    auto* wrapper = reinterpret_cast<LegacyTensor*>(self);
+    if (wrapper->legacy->deleter != nullptr) wrapper->legacy->deleter(wrapper->legacy);
+    delete wrapper;
+  }
+};
+static_assert(offsetof(LegacyTensor, versioned) == 0);
+
+}  // namespace
+
+Array ImportDLPack(const std::shared_ptr<const ClientState>& state,
+                   DLManagedTensorVersioned* tensor, const ImportOptions& options) {
+  if (tensor == nullptr) throw Error(ErrorKind::kValue, "null DLPack tensor");
+  TensorOwner owner(tensor);
+  if (tensor->version.major != DLPACK_MAJOR_VERSION)
+    Refuse("DLPack tensor of version " + std::to_string(tensor->version.major) + "." +
+           std::to_string(tensor->version.minor) + ", cuxla reads major version " +
+           std::to_string(DLPACK_MAJOR_VERSION));
+  const DLTensor& t = tensor->dl_tensor;
+  if (t.ndim < 0) Refuse("DLPack tensor with ndim " + std::to_string(t.ndim));
+  if (t.ndim > 0 && t.shape == nullptr) Refuse("DLPack tensor of ndim " + std::to_string(t.ndim) + " with a null shape");
+  const std::span<const int64_t> dims(t.shape, static_cast<size_t>(t.ndim));
+  const std::span<const int64_t> strides(t.strides, t.strides ? dims.size() : 0);
+  if (std::any_of(dims.begin(), dims.end(), [](int64_t d) { return d < 0; }))
+    Refuse("DLPack tensor with a negative dimension, shape " + TupleText(dims));
+  const DType dtype = TensorDType(t.dtype);
+  const Device& source = SourceDevice(*state, t.device);
+  const bool to_elsewhere = options.target_device != nullptr && options.target_device != &source;
+  if (to_elsewhere && options.copy == CopyPolicy::kNever)
+    Refuse("the tensor is on " + DeviceText(t.device) + ", not on the requested " +
+           options.target_device->platform + " device " + std::to_string(options.target_device->id) +
+           ", and copy=False");
+
+  const bool empty = std::find(dims.begin(), dims.end(), 0) != dims.end();
+  if (!empty && t.data == nullptr) Refuse("DLPack tensor of shape " + TupleText(dims) + " has a null data pointer");
+  void* data = static_cast<char*>(t.data) + t.byte_offset;
+  const size_t alignment = state->buffer_alignment();
+  std::optional<std::vector<int64_t>> layout = MinorToMajor(dims, strides);
+  const bool aligned = reinterpret_cast<uintptr_t>(data) % alignment == 0;
+
+  std::optional<Array> array;
+  if (empty) {
+    // No bytes to alias: an empty buffer of the shape, and the producer's
+    // tensor is released at once.
+    array.emplace(Array::FromHost(state, HostBuffer{nullptr, dtype, {dims.begin(), dims.end()}, {}}, source));
+  } else if (layout && aligned && options.copy != CopyPolicy::kAlways) {
+    DeviceView view;
+    view.data = data;
+    view.dtype = dtype;
+    view.dims.assign(dims.begin(), dims.end());
+    if (!std::is_sorted(layout->rbegin(), layout->rend())) view.minor_to_major = std::move(*layout);
+    view.on_delete = &CallDeleter;
+    view.on_delete_arg = tensor;
+    view.ready_stream = options.ready_stream;
+    array.emplace(Array::CreateView(state, view, source));
+    owner.release();  // the view owns the tensor now
+  } else {
+    if (options.copy == CopyPolicy::kNever)
+      Refuse(!layout ? "XLA cannot view a tensor of shape " + TupleText(dims) + " and strides " +
+                           TupleText(strides) + " (steps, broadcasts or negative strides) without "
+                           "copying, and copy=False"
+                     : "the tensor's data at address " +
+                           std::to_string(reinterpret_cast<uintptr_t>(data)) + " is not aligned to " +
+                           std::to_string(alignment) + " bytes as XLA needs, and copy=False");
+    std::vector<int64_t> element_strides =
+        strides.empty() ? CompactStrides(dims, *layout) : std::vector<int64_t>(strides.begin(), strides.end());
+    StridedTensor strided{data, dtype, dims, element_strides};
+    array.emplace(CopyStrided(state, source, strided, &CallDeleter, owner.release()));
+  }
+  if (!to_elsewhere) return std::move(*array);
+  return array->CopyToDevice(*options.target_state, options.target_state, *options.target_device);
+}
+
+Array ImportDLPack(const std::shared_ptr<const ClientState>& state, DLManagedTensor* tensor,
+                   const ImportOptions& options) {
+  if (tensor == nullptr) throw Error(ErrorKind::kValue, "null DLPack tensor");
+  auto* wrapper = new LegacyTensor{DLManagedTensorVersioned{}, tensor};
+  wrapper->versioned.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+  wrapper->versioned.dl_tensor = tensor->dl_tensor;
+  wrapper->versioned.deleter = &LegacyTensor::Delete;
+  return ImportDLPack(state, &wrapper->versioned, options);
+}
+
+}  // namespace cuxla::interop
