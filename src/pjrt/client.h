@@ -60,9 +60,9 @@ struct ClientState {
 
   const pjrt::Api& api() const noexcept { return plugin->api(); }
   const Device& DeviceOf(PJRT_Device* handle) const;
-  // The alignment XLA needs of a buffer's address: 16 bytes, what XLA's GPU
-  // entry parameters and its CPU runtime both assume.
-  size_t buffer_alignment() const noexcept { return 16; }
+  // The alignment XLA needs of a buffer's address: XLA's GPU entry
+  // parameters assume 16 bytes; the CPU plugin refuses views under 64.
+  size_t buffer_alignment() const noexcept { return platform == "cpu" ? 64 : 16; }
   // The device whose local_hardware_id is `id`; ValueError-kind Error if none.
   const Device& DeviceWithHardwareId(int id) const;
   // CUDA: the stream on which externally made buffers of `device` are marked

@@ -1,0 +1,126 @@
+"""CUDA only (scripts/gpu-check): stream ordering without host syncs, device
+mapping, and the other CUDA DLPack frameworks (JAX, CuPy)."""
+import numpy as np
+import pytest
+import torch
+
+import cuxla
+import cuxla.torch as ct
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run by scripts/gpu-check)")
+
+TRIALS = 1000
+N = 1 << 16
+
+# out = v + 0 * sum(x @ x): the product keeps XLA's stream busy before `out` is written.
+SLOW_ADD = f"""
+func.func public @main(%x: tensor<2048x2048xf32>, %v: tensor<{N}xf32>) -> tensor<{N}xf32> {{
+  %xx = stablehlo.dot_general %x, %x, contracting_dims = [1] x [0] : (tensor<2048x2048xf32>, tensor<2048x2048xf32>) -> tensor<2048x2048xf32>
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %s = stablehlo.reduce(%xx init: %zero) applies stablehlo.add across dimensions = [0, 1] : (tensor<2048x2048xf32>, tensor<f32>) -> tensor<f32>
+  %z = stablehlo.multiply %s, %zero : tensor<f32>
+  %zb = stablehlo.broadcast_in_dim %z, dims = [] : (tensor<f32>) -> tensor<{N}xf32>
+  %out = stablehlo.add %v, %zb : tensor<{N}xf32>
+  return %out : tensor<{N}xf32>
+}}
+"""
+
+COPY = f"""
+func.func public @main(%v: tensor<{N}xf32>) -> tensor<{N}xf32> {{
+  %one = stablehlo.constant dense<1.0> : tensor<{N}xf32>
+  %out = stablehlo.multiply %v, %one : tensor<{N}xf32>
+  return %out : tensor<{N}xf32>
+}}
+"""
+
+
+@pytest.fixture
+def cuda_client(client):
+    if client.platform != "cuda":
+        pytest.skip("CUDA client only")
+    return client
+
+
+class ProtocolOnly:
+    """A producer with `__dlpack__` but no DLPack C exchange API."""
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+    def __dlpack__(self, **kwargs):
+        return self.tensor.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.tensor.__dlpack_device__()
+
+
+@pytest.mark.parametrize("path", ["exchange-api", "dlpack-protocol"])
+def test_import_waits_for_torch_work_on_its_current_stream(cuda_client, path):
+    copy = cuxla.compile(COPY, client=cuda_client)
+    side = torch.cuda.Stream()
+    wrong = 0
+    with torch.cuda.stream(side):
+        for trial in range(TRIALS):
+            t = torch.empty(N, device="cuda")
+            torch.cuda._sleep(200_000)  # ~100 µs of GPU time before the write
+            t.fill_(float(trial))
+            (out,) = copy(t if path == "exchange-api" else ProtocolOnly(t))
+            wrong += int(not np.all(out.numpy() == trial))
+    assert wrong == 0, f"{wrong} of {TRIALS} imports read before PyTorch's write"
+
+
+def test_export_makes_torch_wait_for_xla_writes(cuda_client):
+    slow = cuxla.compile(SLOW_ADD, client=cuda_client)
+    x = cuxla.from_dlpack(torch.randn(2048, 2048, device="cuda"))
+    side = torch.cuda.Stream()
+    wrong = 0
+    with torch.cuda.stream(side):
+        for trial in range(TRIALS):
+            v = torch.full((N,), float(trial), device="cuda")
+            (out,) = slow(x, v)
+            t = ct.to_torch(out)  # torch's current stream (side) waits for XLA
+            wrong += int(not bool((t == trial).all().item()))
+    assert wrong == 0, f"{wrong} of {TRIALS} exports were read before XLA's write"
+
+
+def test_call_round_trip_on_the_current_stream(cuda_client):
+    slow = cuxla.compile(SLOW_ADD, client=cuda_client)
+    x = torch.randn(2048, 2048, device="cuda")
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        for trial in range(100):
+            v = torch.full((N,), float(trial), device="cuda")
+            (out,) = ct.call(slow, x, v)
+            assert bool((out == trial).all().item())
+
+
+def test_cuda_tensor_lands_on_its_local_hardware_id(cuda_client):
+    for index in range(torch.cuda.device_count()):
+        t = torch.ones(4, device=f"cuda:{index}")
+        a = cuxla.from_dlpack(t)
+        assert a.device.local_hardware_id == index
+        assert a.__dlpack_device__() == (2, index)
+
+
+def test_jax_and_cupy_consume_a_cuxla_array(cuda_client):
+    t = torch.arange(8, dtype=torch.float32, device="cuda")
+    a = cuxla.from_dlpack(t)
+    jax = pytest.importorskip("jax")
+    cupy = pytest.importorskip("cupy")
+    j = jax.dlpack.from_dlpack(a)
+    assert np.array_equal(np.asarray(j), np.arange(8, dtype=np.float32))
+    c = cupy.from_dlpack(a)
+    assert c.data.ptr == t.data_ptr()
+    assert np.array_equal(cupy.asnumpy(c), np.arange(8, dtype=np.float32))
+
+
+def test_cupy_and_jax_arrays_import_zero_copy(cuda_client):
+    cupy = pytest.importorskip("cupy")
+    c = cupy.arange(10, dtype=cupy.float32)
+    a = cuxla.from_dlpack(c)
+    assert a.is_view and a.unsafe_buffer_pointer() == c.data.ptr
+    jax = pytest.importorskip("jax")
+    j = jax.numpy.arange(10.0, dtype=jax.numpy.float32, device=jax.devices("gpu")[0])
+    b = cuxla.from_dlpack(j)
+    assert np.array_equal(b.numpy(), np.arange(10, dtype=np.float32))
+    assert b.unsafe_buffer_pointer() == j.unsafe_buffer_pointer()

@@ -1,0 +1,273 @@
+"""DLPack import and export: zero-copy (pointer identity and mutation), layouts,
+dtypes, alignment, capsules and lifetimes — against PyTorch and NumPy."""
+import gc
+import os
+import weakref
+
+import ml_dtypes  # noqa: F401
+import numpy as np
+import pytest
+import torch
+
+import cuxla
+import cuxla.torch as ct
+
+@pytest.fixture
+def tdev(client):
+    """The torch device matching the client's platform."""
+    return "cuda" if client.platform == "cuda" else "cpu"
+
+
+def test_import_is_a_view_of_the_same_memory(tdev):
+    t = torch.arange(12, dtype=torch.float32, device=tdev).reshape(3, 4)
+    a = cuxla.from_dlpack(t)
+    assert a.is_view
+    assert a.unsafe_buffer_pointer() == t.data_ptr()
+    assert a.shape == (3, 4) and a.dtype == np.float32
+
+
+def test_a_write_in_torch_is_seen_by_xla(tdev):
+    t = torch.zeros(4, device=tdev)
+    a = cuxla.from_dlpack(t)
+    t[2] = 7.0
+    assert a.numpy().tolist() == [0.0, 0.0, 7.0, 0.0]
+
+
+def test_export_is_the_same_memory_and_writes_are_shared(tdev):
+    a = cuxla.asarray(np.arange(6, dtype=np.float32))
+    if tdev == "cuda":
+        a = cuxla.from_dlpack(torch.arange(6, dtype=torch.float32, device="cuda"))
+    t = ct.to_torch(a)
+    assert t.data_ptr() == a.unsafe_buffer_pointer()
+    t[0] = 42.0
+    assert a.numpy()[0] == 42.0
+
+
+def test_exported_tensor_outlives_the_array(client):
+    a = cuxla.asarray(np.arange(1000, dtype=np.int64) * 3, client=client)
+    out = ct.to_torch(a)
+    a.delete()
+    gc.collect()
+    # Were the memory freed, these would likely take it over.
+    others = [cuxla.asarray(np.full(1000, -1, np.int64), client=client) for _ in range(16)]
+    assert torch.equal(out.cpu(), torch.arange(1000, dtype=torch.int64) * 3)
+    del others
+
+
+_ELEMENTWISE = """
+func.func public @main(%x: tensor<{n}x{t}>, %y: tensor<{n}x{t}>) -> tensor<{n}x{t}> {{
+  %0 = stablehlo.{op} %x, %y : tensor<{n}x{t}>
+  return %0 : tensor<{n}x{t}>
+}}
+"""
+
+
+@pytest.mark.parametrize("make", [
+    lambda d: torch.tensor(3.5, device=d),
+    lambda d: torch.zeros(0, 3, device=d),
+    lambda d: torch.zeros(2, 0, 4, device=d),
+], ids=["rank0", "size0", "size0-3d"])
+def test_rank_zero_and_empty_tensors_both_ways(tdev, make):
+    t = make(tdev)
+    a = cuxla.from_dlpack(t)
+    assert a.shape == tuple(t.shape)
+    back = ct.to_torch(a)
+    assert back.shape == t.shape and torch.equal(back.cpu(), t.cpu())
+    if t.numel():
+        assert a.is_view and a.unsafe_buffer_pointer() == t.data_ptr()
+
+
+@pytest.mark.parametrize("view, layout", [
+    (lambda t: t.T, (0, 1)),
+    (lambda t: t.reshape(2, 3, 2).permute(2, 0, 1), (0, 2, 1)),
+    (lambda t: t.reshape(1, 3, 2, 2).contiguous(memory_format=torch.channels_last), (1, 3, 2, 0)),
+], ids=["transpose", "permute-201", "channels-last"])
+def test_permuted_strides_are_zero_copy_views_with_an_xla_layout(tdev, view, layout):
+    base = torch.arange(12, dtype=torch.float32, device=tdev).reshape(3, 4)
+    t = view(base)
+    a = cuxla.from_dlpack(t, copy=False)
+    assert a.is_view and a.layout == layout
+    assert a.unsafe_buffer_pointer() == t.data_ptr()
+    assert np.array_equal(a.numpy(), t.cpu().numpy())
+
+
+def test_program_on_a_permuted_view_equals_on_a_contiguous_copy(client, tdev):
+    t = torch.randn(4, 2, 3, device=tdev).permute(2, 0, 1)  # shape (3, 4, 2), not row-major
+    program = cuxla.compile(_ELEMENTWISE.format(n="3x4x2", t="f32", op="multiply"), client=client)
+    (on_view,) = program(t, t)
+    c = t.contiguous()
+    (on_copy,) = program(c, c)
+    assert np.array_equal(on_view.numpy(), on_copy.numpy())
+    assert np.allclose(on_view.numpy(), (t * t).cpu().numpy())
+
+
+@pytest.mark.parametrize("make", [
+    lambda t: t[:, ::2],
+    lambda t: t[0].expand(3, 4),
+], ids=["step", "broadcast"])
+def test_strides_xla_cannot_view_are_copied_or_refused(tdev, make):
+    base = torch.arange(12, dtype=torch.float32, device=tdev).reshape(3, 4)
+    t = make(base)
+    a = cuxla.from_dlpack(t)
+    assert np.array_equal(a.numpy(), t.cpu().numpy())
+    assert not a.is_view
+    with pytest.raises(BufferError, match=r"shape \(3, \d\) and strides \(.*\) \(steps, broadcasts"):
+        cuxla.from_dlpack(t, copy=False)
+
+
+def test_negative_strides_are_copied_or_refused(client):
+    if client.platform != "cpu":
+        pytest.skip("PyTorch has no negative strides; NumPy arrays are host memory")
+    n = np.arange(12, dtype=np.int32).reshape(3, 4)[::-1, ::-2]
+    a = cuxla.from_dlpack(n)
+    assert not a.is_view and np.array_equal(a.numpy(), n)
+    with pytest.raises(BufferError, match=r"strides \(-4, -2\)"):
+        cuxla.from_dlpack(n, copy=False)
+
+
+def test_copy_true_always_copies(tdev):
+    t = torch.arange(4.0, device=tdev)
+    a = cuxla.from_dlpack(t, copy=True)
+    assert not a.is_view and a.unsafe_buffer_pointer() != t.data_ptr()
+    t[0] = 9.0
+    assert a.numpy()[0] == 0.0
+
+
+def test_misaligned_pointer_is_copied_not_viewed(tdev):
+    t = torch.arange(40, dtype=torch.uint8, device=tdev)[1:]  # one byte in
+    a = cuxla.from_dlpack(t)
+    assert not a.is_view and a.numpy().tolist() == list(range(1, 40))
+    with pytest.raises(BufferError, match=r"not aligned to \d+ bytes"):
+        cuxla.from_dlpack(t, copy=False)
+
+
+TORCH_DTYPES = [torch.bool, torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8,
+                torch.uint16, torch.uint32, torch.uint64, torch.float16, torch.bfloat16,
+                torch.float32, torch.float64, torch.complex64, torch.complex128,
+                torch.float8_e5m2, torch.float8_e4m3fn, torch.float8_e5m2fnuz, torch.float8_e4m3fnuz]
+
+
+@pytest.mark.parametrize("dtype", TORCH_DTYPES, ids=str)
+def test_every_dtype_round_trips_bit_exact_and_zero_copy(tdev, dtype):
+    raw = torch.randint(0, 256, (4, 8 * dtype.itemsize), dtype=torch.uint8)
+    if dtype == torch.bool:
+        raw &= 1
+    t = raw.view(dtype).to(tdev)
+    a = cuxla.from_dlpack(t)
+    assert a.is_view and a.unsafe_buffer_pointer() == t.data_ptr()
+    back = ct.to_torch(a)
+    assert back.dtype == dtype and back.data_ptr() == t.data_ptr()
+    assert torch.equal(back.view(torch.uint8).cpu(), t.view(torch.uint8).cpu())
+    assert a.numpy().tobytes() == t.cpu().view(torch.uint8).numpy().tobytes()
+
+
+def test_float64_is_computed_in_float64(client, tdev):
+    t = torch.tensor([1.0 + 2.0**-40, 1.0], dtype=torch.float64, device=tdev)
+    (out,) = ct.call(cuxla.compile(_ELEMENTWISE.format(n=2, t="f64", op="subtract"), client=client), t, t.flip(0).contiguous())
+    assert out.dtype == torch.float64 and out[0].item() == 2.0**-40
+
+
+def _aligned(values: np.ndarray, alignment: int = 64) -> np.ndarray:
+    """A copy of `values` whose data starts on an `alignment`-byte boundary
+    (the CPU plugin views only 64-byte aligned memory)."""
+    raw = np.empty(values.nbytes + alignment, np.uint8)
+    start = -raw.ctypes.data % alignment
+    out = raw[start:start + values.nbytes].view(values.dtype).reshape(values.shape)
+    out[...] = values
+    return out
+
+
+def test_numpy_is_a_producer_and_a_consumer(client):
+    if client.platform != "cpu":
+        pytest.skip("NumPy arrays live in host memory")
+    n = _aligned(np.arange(6, dtype=np.float64).reshape(2, 3))
+    a = cuxla.from_dlpack(n)
+    assert a.is_view and a.unsafe_buffer_pointer() == n.ctypes.data
+    back = np.from_dlpack(a)
+    assert back.ctypes.data == n.ctypes.data and np.array_equal(back, n)
+
+
+def test_capsules_versioned_and_legacy(tdev):
+    t = torch.arange(3.0, device=tdev)
+    versioned = t.__dlpack__(max_version=(1, 0))
+    legacy = t.__dlpack__()
+    for capsule in (versioned, legacy):
+        a = cuxla.from_dlpack(capsule)
+        assert a.is_view and a.unsafe_buffer_pointer() == t.data_ptr()
+        with pytest.raises(ValueError, match="already consumed"):
+            cuxla.from_dlpack(capsule)
+
+
+def test_export_capsule_versions(tdev):
+    a = cuxla.from_dlpack(torch.arange(3.0, device=tdev))
+    assert "dltensor_versioned" in repr(a.__dlpack__(max_version=(1, 0)))
+    assert "dltensor" in repr(a.__dlpack__()) and "versioned" not in repr(a.__dlpack__())
+    assert a.__dlpack_device__() == ((2, a.device.local_hardware_id) if tdev == "cuda" else (1, 0))
+
+
+def test_not_a_capsule_is_refused():
+    with pytest.raises(TypeError, match="neither a DLPack capsule nor has __dlpack__"):
+        cuxla.from_dlpack([1, 2, 3])
+
+
+def test_export_to_another_device_is_refused(tdev):
+    a = cuxla.from_dlpack(torch.arange(3.0, device=tdev))
+    with pytest.raises(BufferError, match="own device"):
+        a.__dlpack__(dl_device=(13, 0))
+
+
+def test_export_copy_true_is_a_new_buffer(tdev):
+    t = torch.arange(3.0, device=tdev)
+    a = cuxla.from_dlpack(t)
+    copied = torch.from_dlpack(a.__dlpack__(max_version=(1, 0), copy=True))
+    assert copied.data_ptr() != t.data_ptr() and torch.equal(copied, t)
+
+
+def test_producer_is_released_exactly_when_xla_is_done(client):
+    if client.platform != "cpu":
+        pytest.skip("NumPy producers are host memory")
+    n = _aligned(np.ones(1000, np.float32))
+    alive = weakref.ref(n.base)
+    a = cuxla.from_dlpack(n)
+    del n
+    gc.collect()
+    assert alive() is not None, "the view keeps its producer alive"
+    a.delete()
+    gc.collect()
+    assert alive() is None, "deleting the view released the producer"
+
+
+def _rss() -> int:
+    with open(f"/proc/{os.getpid()}/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_100k_import_export_delete_cycles_keep_memory_flat(tdev):
+    t = torch.arange(256, dtype=torch.float32, device=tdev)
+
+    def cycle(n):
+        for _ in range(n):
+            a = cuxla.from_dlpack(t)
+            back = ct.to_torch(a)
+            a.delete()
+            del back
+
+    cycle(2000)
+    before = _rss()
+    device_before = torch.cuda.memory_allocated() if tdev == "cuda" else 0
+    cycle(100_000)
+    growth = _rss() - before
+    assert growth < 16 * 2**20, f"host RSS grew {growth / 2**20:.1f} MiB over 100k cycles"
+    if tdev == "cuda":
+        assert torch.cuda.memory_allocated() == device_before
+
+
+def test_jax_consumes_and_produces(client):
+    jax = pytest.importorskip("jax")
+    if client.platform != "cpu":
+        pytest.skip("the CUDA case is in test_cuda.py")
+    a = cuxla.asarray(np.arange(6, dtype=np.float32).reshape(2, 3), client=client)
+    j = jax.dlpack.from_dlpack(a)
+    assert np.array_equal(np.asarray(j), a.numpy())
+    back = cuxla.from_dlpack(jax.numpy.arange(4.0))
+    assert back.numpy().tolist() == [0.0, 1.0, 2.0, 3.0]
