@@ -1,4 +1,4 @@
-"""python -m cuxla {info,demo}: what cuxla found, and a short demonstration."""
+"""python -m cuxla {info,demo,bench}: what cuxla found, a short demonstration, benchmarks."""
 from __future__ import annotations
 
 import argparse
@@ -12,12 +12,21 @@ def main(argv: list[str] | None = None) -> int:
     info.add_argument("--platform", choices=["cuda", "cpu"], help="only this platform")
     demo = commands.add_parser("demo", help="arrays, a compiled program, results and timings")
     demo.add_argument("--platform", choices=["cuda", "cpu"], help="default: CUDA if present, else CPU")
+    bench = commands.add_parser("bench", help="benchmarks: table, JSON and a PNG plot")
+    bench.add_argument("what", choices=["handoff"], help="handoff: PyTorch <-> XLA, beside JAX and copies")
+    bench.add_argument("--max-bytes", type=int, help="largest tensor (default 1 GiB on CUDA, 256 MiB on CPU)")
+    bench.add_argument("--out", default="bench-results", help="folder for handoff.md/.json/.png")
+    bench.add_argument("--budget", type=float, default=1.0, help="seconds per measurement (at least 5 runs)")
     args = parser.parse_args(argv)
 
     if args.command == "info":
         from ._info import report
 
         return report(args.platform)
+    if args.command == "bench":
+        from ._bench import main as bench_main
+
+        return bench_main(args)
     from ._demo import run
 
     return run(args.platform)

@@ -1,0 +1,219 @@
+"""`python -m cuxla bench handoff`: PyTorch <-> XLA handoffs, side by side.
+
+Every handoff is timed on the host per call (p50, p90), which is its whole
+cost: a zero-copy handoff enqueues no device work beyond an event. The copy
+baselines (a device clone, a host round trip) are timed to completion, since
+their cost is the copy. One run measures every method at every size, prints
+the table as it goes, and writes a table (Markdown, JSON) and a plot (PNG).
+"""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import statistics
+import sys
+import time
+from typing import Callable
+
+# JAX's defaults take 75% of the GPU up front: off, so that PyTorch keeps room.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+import numpy as np
+
+import cuxla
+
+SIZES = [4, 4 << 10, 256 << 10, 4 << 20, 64 << 20, 256 << 20, 1 << 30]
+
+
+def _percentiles(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    return statistics.median(ordered), ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
+
+
+def _time(call: Callable[[], object], sync: Callable[[], None], budget_s: float, max_runs: int,
+          min_runs: int = 5) -> list[float]:
+    """Per-call seconds: warm up, then run until `max_runs` or `budget_s`."""
+    for _ in range(3):
+        call()
+    sync()
+    samples: list[float] = []
+    deadline = time.perf_counter() + budget_s
+    while len(samples) < max_runs and (len(samples) < min_runs or time.perf_counter() < deadline):
+        start = time.perf_counter()
+        result = call()
+        sync()
+        samples.append(time.perf_counter() - start)
+        del result
+    return samples
+
+
+def _fmt_us(seconds: float) -> str:
+    us = seconds * 1e6
+    return f"{us:9.1f}" if us < 1e5 else f"{us:9.0f}"
+
+
+def handoff(max_bytes: int | None = None, out_dir: str = "bench-results", budget_s: float = 1.0) -> int:
+    import torch
+
+    import cuxla.torch as ct
+
+    cuda = torch.cuda.is_available()
+    device = "cuda" if cuda else "cpu"
+    client = cuxla._client.client_for_platform("cuda" if cuda else "cpu")
+    limit = max_bytes or ((1 << 30) if cuda else (256 << 20))
+    sizes = [s for s in SIZES if s <= limit]
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    nothing = lambda: None  # noqa: E731
+
+    try:
+        import jax
+        import jax.dlpack
+        jax_device = jax.devices("gpu" if cuda else "cpu")[0]
+    except Exception as error:  # JAX is a comparison, not a requirement
+        print(f"(JAX not available: {error}; its columns are skipped)")
+        jax = None
+
+    card = torch.cuda.get_device_name() if cuda else "CPU"
+    print(f"cuxla bench handoff on {card}, {client.platform} plugin PJRT C API "
+          f"{'.'.join(map(str, client.api_version))}; p50 / p90 in µs per call")
+    methods: dict[str, Callable[[torch.Tensor], tuple[Callable[[], object], Callable[[], None]]]] = {}
+
+    def cuxla_import(t):
+        return (lambda: cuxla.from_dlpack(t)), nothing
+
+    def cuxla_export(t):
+        a = cuxla.from_dlpack(t)
+        return (lambda: ct.to_torch(a)), nothing
+
+    methods["cuxla import (torch -> XLA)"] = cuxla_import
+    methods["cuxla export (XLA -> torch)"] = cuxla_export
+    if jax is not None:
+        def jax_import(t):
+            return (lambda: jax.dlpack.from_dlpack(t)), nothing
+
+        def jax_export(t):
+            j = jax.dlpack.from_dlpack(t)
+            return (lambda: torch.from_dlpack(j)), nothing
+
+        methods["jax.dlpack.from_dlpack(torch)"] = jax_import
+        methods["torch.from_dlpack(jax)"] = jax_export
+    methods["device clone (t.clone)"] = lambda t: ((lambda: t.clone()), sync)
+    if cuda:
+        methods["host round trip (t.cpu().cuda())"] = lambda t: ((lambda: t.cpu().to(device)), sync)
+
+    rows: list[dict] = []
+    header = f"{'method':34s}" + "".join(f"{_size_name(s):>22s}" for s in sizes)
+    print(header)
+    for name, make in methods.items():
+        line = f"{name:34s}"
+        for size in sizes:
+            t = torch.ones(max(size // 4, 1), dtype=torch.float32, device=device)
+            call, method_sync = make(t)
+            runs = 2000 if size <= (4 << 20) else 50
+            samples = _time(call, method_sync, budget_s, runs)
+            p50, p90 = _percentiles(samples)
+            rows.append({"method": name, "bytes": size, "p50_us": p50 * 1e6, "p90_us": p90 * 1e6,
+                         "runs": len(samples)})
+            line += f"{_fmt_us(p50)} /{_fmt_us(p90)}  "
+            del t, call
+            sync()
+        print(line, flush=True)
+
+    program_rows = _program_overhead(client, ct, torch, device, sync, jax, budget_s)
+    rows.extend(program_rows)
+    _write(rows, sizes, card, pathlib.Path(out_dir))
+    return 0
+
+
+def _size_name(size: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if size >= 1 << shift:
+            return f"{size >> shift} {unit}"
+    return f"{size} B"
+
+
+ADD_ONE = """
+func.func public @main(%x: tensor<{n}xf32>) -> tensor<{n}xf32> {{
+  %one = stablehlo.constant dense<1.0> : tensor<{n}xf32>
+  %0 = stablehlo.add %x, %one : tensor<{n}xf32>
+  return %0 : tensor<{n}xf32>
+}}
+"""
+
+
+def _program_overhead(client, ct, torch, device, sync, jax, budget_s) -> list[dict]:
+    """torch -> XLA program -> torch: cuxla.torch.call against the bare execute
+    on imported Arrays, and the same through JAX."""
+    n = 1 << 18  # 1 MiB of float32
+    t = torch.ones(n, device=device)
+    exe = cuxla.compile(ADD_ONE.format(n=n), client=client)
+    a = cuxla.from_dlpack(t)
+    cases = {
+        "execute on Arrays (bare)": lambda: exe(a),
+        "cuxla.torch.call (torch -> torch)": lambda: ct.call(exe, t),
+    }
+    if jax is not None:
+        jitted = jax.jit(lambda x: x + 1.0)
+        cases["JAX: from_dlpack -> jit -> torch.from_dlpack"] = (
+            lambda: torch.from_dlpack(jitted(jax.dlpack.from_dlpack(t))))
+    print("\ntorch -> XLA program (x + 1, 1 MiB) -> torch; host µs per call, and to completion")
+    rows = []
+    for name, call in cases.items():
+        dispatch = _percentiles(_time(call, lambda: None, budget_s, 3000))
+        complete = _percentiles(_time(call, sync, budget_s, 3000))
+        rows.append({"method": name, "bytes": n * 4, "p50_us": dispatch[0] * 1e6, "p90_us": dispatch[1] * 1e6,
+                     "complete_p50_us": complete[0] * 1e6, "program": True})
+        print(f"  {name:46s} dispatch p50 {_fmt_us(dispatch[0])}  p90 {_fmt_us(dispatch[1])}   "
+              f"complete p50 {_fmt_us(complete[0])}", flush=True)
+    bare = rows[0]["p50_us"]
+    call_row = rows[1]["p50_us"]
+    print(f"  cuxla.torch.call / bare execute = {call_row / bare:.2f}x (target <= 1.2x)")
+    return rows
+
+
+def _write(rows: list[dict], sizes: list[int], card: str, out_dir: pathlib.Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "handoff.json").write_text(json.dumps({"device": card, "rows": rows}, indent=1))
+    handoffs = [r for r in rows if not r.get("program")]
+    methods = list(dict.fromkeys(r["method"] for r in handoffs))
+    lines = [f"Handoff p50 / p90, µs per call, on {card}", "",
+             "| method | " + " | ".join(_size_name(s) for s in sizes) + " |",
+             "|---|" + "---|" * len(sizes)]
+    for m in methods:
+        cells = {r["bytes"]: r for r in handoffs if r["method"] == m}
+        lines.append(f"| {m} | " + " | ".join(
+            f"{cells[s]['p50_us']:.1f} / {cells[s]['p90_us']:.1f}" for s in sizes) + " |")
+    lines += ["", "| torch -> program -> torch (1 MiB) | dispatch p50 µs | p90 µs | to completion p50 µs |",
+              "|---|---|---|---|"]
+    for r in rows:
+        if r.get("program"):
+            lines.append(f"| {r['method']} | {r['p50_us']:.1f} | {r['p90_us']:.1f} | {r['complete_p50_us']:.1f} |")
+    (out_dir / "handoff.md").write_text("\n".join(lines) + "\n")
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    for m in methods:
+        points = sorted((r["bytes"], r["p50_us"]) for r in handoffs if r["method"] == m)
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=m)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("tensor size (bytes)")
+    ax.set_ylabel("p50 per call (µs)")
+    ax.axhline(5.0, color="grey", linestyle=":", label="5 µs target")
+    ax.set_title(f"PyTorch <-> XLA handoff, {card}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out_dir / "handoff.png", dpi=120)
+    print(f"\nwrote {out_dir / 'handoff.md'}, {out_dir / 'handoff.json'}, {out_dir / 'handoff.png'}")
+
+
+def main(args) -> int:
+    if args.what != "handoff":
+        print(f"unknown benchmark {args.what!r}", file=sys.stderr)
+        return 2
+    return handoff(args.max_bytes, args.out, args.budget)
