@@ -122,21 +122,23 @@ Array ImportExchange(const DLPackExchangeAPI* api, nb::handle object, const Impo
   DLManagedTensorVersioned* tensor = nullptr;
   if (api->managed_tensor_from_py_object_no_sync(object.ptr(), &tensor) != 0) RaisePythonError();
   const DLDevice device = tensor->dl_tensor.device;
-  intptr_t ready_stream = 0;
+  std::pair<std::shared_ptr<const ClientState>, interop::ImportOptions> resolved;
   try {
+    resolved = Resolve(target, device.device_type, copy);
     if (device.device_type == kDLCUDA) {
-      void* stream = nullptr;
-      if (api->current_work_stream(kDLCUDA, device.device_id, &stream) != 0) RaisePythonError();
-      // The default stream is reported as null; name it so PJRT orders on it.
-      ready_stream = stream != nullptr ? reinterpret_cast<intptr_t>(stream) : kLegacyDefaultStream;
+      void* current = nullptr;
+      if (api->current_work_stream(kDLCUDA, device.device_id, &current) != 0) RaisePythonError();
+      // The default stream is reported as null; name it so that it is waited on.
+      const intptr_t producer = current != nullptr ? reinterpret_cast<intptr_t>(current) : kLegacyDefaultStream;
+      const ClientState& state = *resolved.first;
+      resolved.second.ready_stream =
+          state.ExternalReadyStream(state.DeviceWithHardwareId(device.device_id), producer);
     }
   } catch (...) {
     if (tensor->deleter != nullptr) tensor->deleter(tensor);
     throw;
   }
-  auto [state, options] = Resolve(target, device.device_type, copy);
-  options.ready_stream = ready_stream;
-  return interop::ImportDLPack(state, tensor, options);
+  return interop::ImportDLPack(resolved.first, tensor, resolved.second);
 }
 
 // The `__dlpack__` protocol: the producer orders its work before XLA's

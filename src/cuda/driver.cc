@@ -2,55 +2,141 @@
 
 #include <dlfcn.h>
 
+#include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include "cuxla/error.h"
 
 namespace cuxla::cuda {
 namespace {
 
-// CUresult and the three entry points used, as the driver API declares them.
+// The driver API's types and the entry points used, as cuda.h declares them.
 using CUresult = int;
-using cuInitFn = CUresult (*)(unsigned int);
-using cuDriverGetVersionFn = CUresult (*)(int*);
-using cuDeviceGetCountFn = CUresult (*)(int*);
+using CUdevice = int;
+using CUcontext = struct CUctx_st*;
+using CUstream = struct CUstream_st*;
+using CUevent = struct CUevent_st*;
+constexpr unsigned kEventDisableTiming = 0x2;  // CU_EVENT_DISABLE_TIMING
 
-DriverStatus Probe() noexcept {
-  DriverStatus status;
-  // The handle is never closed: the driver stays loaded for the process.
+struct Entries {
+  CUresult (*cuInit)(unsigned);
+  CUresult (*cuDriverGetVersion)(int*);
+  CUresult (*cuDeviceGetCount)(int*);
+  CUresult (*cuDeviceGet)(CUdevice*, int);
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
+  CUresult (*cuCtxPushCurrent)(CUcontext);
+  CUresult (*cuCtxPopCurrent)(CUcontext*);
+  CUresult (*cuEventCreate)(CUevent*, unsigned);
+  CUresult (*cuEventRecord)(CUevent, CUstream);
+  CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned);
+};
+
+template <class Fn>
+bool Resolve(void* lib, Fn& fn, const char* name) {
+  fn = reinterpret_cast<Fn>(dlsym(lib, name));
+  return fn != nullptr;
+}
+
+// Loads libcuda.so.1 (never closed: the driver stays for the process) and
+// its entry points; empty on success, else why not.
+std::string Load(Entries& e) {
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
   if (lib == nullptr) {
     const char* err = dlerror();
-    status.why_not = std::string("libcuda.so.1 not loadable: ") + (err ? err : "unknown error");
-    return status;
+    return std::string("libcuda.so.1 not loadable: ") + (err ? err : "unknown error");
   }
-  auto init = reinterpret_cast<cuInitFn>(dlsym(lib, "cuInit"));
-  auto get_version = reinterpret_cast<cuDriverGetVersionFn>(dlsym(lib, "cuDriverGetVersion"));
-  auto get_count = reinterpret_cast<cuDeviceGetCountFn>(dlsym(lib, "cuDeviceGetCount"));
-  if (init == nullptr || get_version == nullptr || get_count == nullptr) {
-    status.why_not = "libcuda.so.1 lacks cuInit/cuDriverGetVersion/cuDeviceGetCount";
-    return status;
-  }
-  if (CUresult rc = init(0); rc != 0) {
-    status.why_not = "cuInit failed with CUresult " + std::to_string(rc);
-    return status;
-  }
-  get_version(&status.version);
-  if (CUresult rc = get_count(&status.device_count); rc != 0) {
-    status.why_not = "cuDeviceGetCount failed with CUresult " + std::to_string(rc);
-    return status;
-  }
-  if (status.device_count == 0) {
-    status.why_not = "the CUDA driver sees no device";
-    return status;
-  }
-  status.available = true;
-  return status;
+  const std::pair<bool, const char*> found[] = {
+      {Resolve(lib, e.cuInit, "cuInit"), "cuInit"},
+      {Resolve(lib, e.cuDriverGetVersion, "cuDriverGetVersion"), "cuDriverGetVersion"},
+      {Resolve(lib, e.cuDeviceGetCount, "cuDeviceGetCount"), "cuDeviceGetCount"},
+      {Resolve(lib, e.cuDeviceGet, "cuDeviceGet"), "cuDeviceGet"},
+      {Resolve(lib, e.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"), "cuDevicePrimaryCtxRetain"},
+      {Resolve(lib, e.cuCtxPushCurrent, "cuCtxPushCurrent_v2"), "cuCtxPushCurrent_v2"},
+      {Resolve(lib, e.cuCtxPopCurrent, "cuCtxPopCurrent_v2"), "cuCtxPopCurrent_v2"},
+      {Resolve(lib, e.cuEventCreate, "cuEventCreate"), "cuEventCreate"},
+      {Resolve(lib, e.cuEventRecord, "cuEventRecord"), "cuEventRecord"},
+      {Resolve(lib, e.cuStreamWaitEvent, "cuStreamWaitEvent"), "cuStreamWaitEvent"},
+  };
+  for (const auto& [ok, name] : found)
+    if (!ok) return std::string("libcuda.so.1 lacks ") + name;
+  return {};
 }
+
+struct Loaded {
+  Entries entries{};
+  DriverStatus status;
+};
+
+const Loaded& Probe() noexcept {
+  static const Loaded loaded = [] {
+    Loaded l;
+    l.status.why_not = Load(l.entries);
+    if (!l.status.why_not.empty()) return l;
+    if (CUresult rc = l.entries.cuInit(0); rc != 0) {
+      l.status.why_not = "cuInit failed with CUresult " + std::to_string(rc);
+      return l;
+    }
+    l.entries.cuDriverGetVersion(&l.status.version);
+    if (CUresult rc = l.entries.cuDeviceGetCount(&l.status.device_count); rc != 0) {
+      l.status.why_not = "cuDeviceGetCount failed with CUresult " + std::to_string(rc);
+      return l;
+    }
+    if (l.status.device_count == 0) {
+      l.status.why_not = "the CUDA driver sees no device";
+      return l;
+    }
+    l.status.available = true;
+    return l;
+  }();
+  return loaded;
+}
+
+[[noreturn]] void Fail(const char* call, CUresult rc) {
+  throw Error(ErrorKind::kRuntime, std::string(call) + " failed with CUresult " + std::to_string(rc));
+}
+
+// Per device: its primary context (retained for the process) and one event,
+// reused for every wait, since cuStreamWaitEvent takes the event's state when
+// called.
+struct DeviceSync {
+  CUcontext context = nullptr;
+  CUevent event = nullptr;
+};
 
 }  // namespace
 
-const DriverStatus& Driver() noexcept {
-  static const DriverStatus status = Probe();
-  return status;
+const DriverStatus& Driver() noexcept { return Probe().status; }
+
+void StreamWaitStream(int ordinal, intptr_t waiter, intptr_t producer) {
+  const Loaded& loaded = Probe();
+  if (!loaded.status.available)
+    throw Error(ErrorKind::kRuntime, "CUDA driver unavailable: " + loaded.status.why_not);
+  const Entries& cu = loaded.entries;
+  static std::mutex mutex;
+  static auto* devices = new std::vector<DeviceSync>(loaded.status.device_count);
+  if (ordinal < 0 || ordinal >= static_cast<int>(devices->size()))
+    throw Error(ErrorKind::kValue, "no CUDA device " + std::to_string(ordinal));
+  std::lock_guard<std::mutex> lock(mutex);
+  DeviceSync& sync = (*devices)[ordinal];
+  if (sync.context == nullptr) {
+    CUdevice device;
+    if (CUresult rc = cu.cuDeviceGet(&device, ordinal)) Fail("cuDeviceGet", rc);
+    if (CUresult rc = cu.cuDevicePrimaryCtxRetain(&sync.context, device)) Fail("cuDevicePrimaryCtxRetain", rc);
+  }
+  if (CUresult rc = cu.cuCtxPushCurrent(sync.context)) Fail("cuCtxPushCurrent", rc);
+  CUresult rc = 0;
+  const char* failed = nullptr;
+  if (sync.event == nullptr && (rc = cu.cuEventCreate(&sync.event, kEventDisableTiming)) != 0)
+    failed = "cuEventCreate";
+  else if ((rc = cu.cuEventRecord(sync.event, reinterpret_cast<CUstream>(producer))) != 0)
+    failed = "cuEventRecord";
+  else if ((rc = cu.cuStreamWaitEvent(reinterpret_cast<CUstream>(waiter), sync.event, 0)) != 0)
+    failed = "cuStreamWaitEvent";
+  CUcontext popped;
+  cu.cuCtxPopCurrent(&popped);
+  if (failed != nullptr) Fail(failed, rc);
 }
 
 }  // namespace cuxla::cuda

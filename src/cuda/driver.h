@@ -2,6 +2,7 @@
 // cuxla links against no CUDA library and runs where there is no GPU.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace cuxla::cuda {
@@ -18,5 +19,11 @@ struct DriverStatus {
 // Loads and initialises the driver once per process; later calls return the
 // cached status. Never throws.
 const DriverStatus& Driver() noexcept;
+
+// Makes `waiter` wait, on the device, for the work queued so far on
+// `producer` (both streams of device `ordinal`; 1 and 2 name the legacy and
+// per-thread default streams). No host synchronisation. Throws a
+// RuntimeError-kind cuxla::Error naming the failed driver call.
+void StreamWaitStream(int ordinal, intptr_t waiter, intptr_t producer);
 
 }  // namespace cuxla::cuda

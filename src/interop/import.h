@@ -20,8 +20,9 @@ struct ImportOptions {
   std::shared_ptr<const ClientState> target_state;
   const Device* target_device = nullptr;
   CopyPolicy copy = CopyPolicy::kIfNeeded;
-  // CUDA: a stream holding the producer's pending writes; XLA's first use of
-  // the view waits for them on the device. 0: none pending.
+  // CUDA: XLA's external-ready stream (ClientState::ExternalReadyStream),
+  // already ordered after the producer's pending writes; XLA's first use of
+  // the view waits for it on the device. 0: nothing pending.
   intptr_t ready_stream = 0;
 };
 

@@ -65,9 +65,11 @@ struct ClientState {
   size_t buffer_alignment() const noexcept { return platform == "cpu" ? 64 : 16; }
   // The device whose local_hardware_id is `id`; ValueError-kind Error if none.
   const Device& DeviceWithHardwareId(int id) const;
-  // CUDA: the stream on which externally made buffers of `device` are marked
-  // ready (the PJRT stream extension); throws where the plugin has none.
-  intptr_t ExternalReadyStream(const Device& device) const;
+  // CUDA: the XLA stream on which externally made buffers of `device` are
+  // marked ready (the PJRT stream extension; throws where the plugin has
+  // none). With `producer` (a CUDA stream, not 0), that stream first waits on
+  // the device for the work queued so far on `producer`.
+  intptr_t ExternalReadyStream(const Device& device, intptr_t producer = 0) const;
   // Compiles, once per client and device, a program cuxla runs for itself
   // (such as a strided copy). These executables do not own this state: it
   // owns them, and their outputs belong to the arguments' client.
