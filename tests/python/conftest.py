@@ -33,16 +33,11 @@ PLATFORMS = _platforms()
 if not PLATFORMS:
     raise RuntimeError("no PJRT plugin found to test against (install xla-cpu-pjrt)")
 
-_clients: dict[str, cuxla.Client] = {}
-
-
 @pytest.fixture(params=PLATFORMS)
 def client(request) -> cuxla.Client:
-    """A client per tested platform, shared by the whole session."""
-    platform = request.param
-    if platform not in _clients:
-        _clients[platform] = cuxla.Client(platform)
-    return _clients[platform]
+    """The process-wide client of each tested platform: the one DLPack
+    imports of that platform's tensors go to."""
+    return cuxla._client.client_for_platform(request.param)
 
 
 @pytest.fixture
