@@ -160,7 +160,9 @@ TEST(DLDataTypeTest, UnknownTypesHaveNoDType) {
 // ---------------------------------------------------------------- helpers
 
 // A DLPack tensor made by hand over memory kept alive elsewhere, whose
-// deleter counts its calls (PJRT may make them from its own threads).
+// deleter counts its calls (PJRT may make them from its own threads). Every
+// test hands it to ImportDLPack, which must release it exactly once: the
+// destructor waits for that (so the memory outlives PJRT's use) and checks it.
 template <class Managed>
 class CountedTensor {
  public:
@@ -181,6 +183,7 @@ class CountedTensor {
     t.strides = strides_.empty() ? nullptr : strides_.data();
     t.byte_offset = 0;
   }
+  ~CountedTensor() { EXPECT_EQ(AwaitDeleterCalls(1), 1) << "deleter calls by the end of the test"; }
   CountedTensor(const CountedTensor&) = delete;
   CountedTensor& operator=(const CountedTensor&) = delete;
 
