@@ -28,6 +28,7 @@ struct Entries {
   CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
   CUresult (*cuCtxPushCurrent)(CUcontext);
   CUresult (*cuCtxPopCurrent)(CUcontext*);
+  CUresult (*cuCtxGetCurrent)(CUcontext*);
   CUresult (*cuEventCreate)(CUevent*, unsigned);
   CUresult (*cuEventRecord)(CUevent, CUstream);
   CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned);
@@ -55,6 +56,7 @@ std::string Load(Entries& e) {
       {Resolve(lib, e.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"), "cuDevicePrimaryCtxRetain"},
       {Resolve(lib, e.cuCtxPushCurrent, "cuCtxPushCurrent_v2"), "cuCtxPushCurrent_v2"},
       {Resolve(lib, e.cuCtxPopCurrent, "cuCtxPopCurrent_v2"), "cuCtxPopCurrent_v2"},
+      {Resolve(lib, e.cuCtxGetCurrent, "cuCtxGetCurrent"), "cuCtxGetCurrent"},
       {Resolve(lib, e.cuEventCreate, "cuEventCreate"), "cuEventCreate"},
       {Resolve(lib, e.cuEventRecord, "cuEventRecord"), "cuEventRecord"},
       {Resolve(lib, e.cuStreamWaitEvent, "cuStreamWaitEvent"), "cuStreamWaitEvent"},
@@ -125,7 +127,13 @@ void StreamWaitStream(int ordinal, intptr_t waiter, intptr_t producer) {
     if (CUresult rc = cu.cuDeviceGet(&device, ordinal)) Fail("cuDeviceGet", rc);
     if (CUresult rc = cu.cuDevicePrimaryCtxRetain(&sync.context, device)) Fail("cuDevicePrimaryCtxRetain", rc);
   }
-  if (CUresult rc = cu.cuCtxPushCurrent(sync.context)) Fail("cuCtxPushCurrent", rc);
+  // The caller's thread usually has the device's primary context current
+  // already (PyTorch makes it so); push it only when it has not.
+  CUcontext current = nullptr;
+  cu.cuCtxGetCurrent(&current);
+  const bool push = current != sync.context;
+  if (push)
+    if (CUresult rc = cu.cuCtxPushCurrent(sync.context)) Fail("cuCtxPushCurrent", rc);
   CUresult rc = 0;
   const char* failed = nullptr;
   if (sync.event == nullptr && (rc = cu.cuEventCreate(&sync.event, kEventDisableTiming)) != 0)
@@ -134,8 +142,10 @@ void StreamWaitStream(int ordinal, intptr_t waiter, intptr_t producer) {
     failed = "cuEventRecord";
   else if ((rc = cu.cuStreamWaitEvent(reinterpret_cast<CUstream>(waiter), sync.event, 0)) != 0)
     failed = "cuStreamWaitEvent";
-  CUcontext popped;
-  cu.cuCtxPopCurrent(&popped);
+  if (push) {
+    CUcontext popped;
+    cu.cuCtxPopCurrent(&popped);
+  }
   if (failed != nullptr) Fail(failed, rc);
 }
 

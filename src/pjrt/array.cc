@@ -38,8 +38,18 @@ std::vector<int64_t> MinorToMajor(const pjrt::Api& api, PJRT_Buffer* buffer, siz
 
 }  // namespace
 
-Array::Array(std::shared_ptr<const ClientState> state, pjrt::BufferPtr buffer, bool is_view)
-    : state_(std::move(state)), buffer_(std::move(buffer)), is_view_(is_view) {
+Array::Array(std::shared_ptr<const ClientState> state, pjrt::BufferPtr buffer, ArrayShape shape,
+             const Device& device, bool is_view)
+    : state_(std::move(state)),
+      buffer_(std::move(buffer)),
+      dtype_(shape.dtype),
+      dims_(std::move(shape.dims)),
+      layout_(shape.minor_to_major.empty() ? RowMajorLayout(dims_.size()) : std::move(shape.minor_to_major)),
+      device_(&state_->DeviceOf(device.handle)),
+      is_view_(is_view) {}
+
+Array::Array(std::shared_ptr<const ClientState> state, pjrt::BufferPtr buffer)
+    : state_(std::move(state)), buffer_(std::move(buffer)) {
   const pjrt::Api& api = state_->api();
   PJRT_Buffer* raw = buffer_.get();
 
@@ -87,7 +97,8 @@ Array Array::FromHost(std::shared_ptr<const ClientState> state, const HostBuffer
   pjrt::BufferPtr buffer(args.buffer, pjrt::BufferDestroy{&api});
   if (args.done_with_host_buffer != nullptr)
     pjrt::Await(api, args.done_with_host_buffer, "PJRT_Client_BufferFromHostBuffer");
-  return Array(std::move(state), std::move(buffer));
+  return Array(std::move(state), std::move(buffer), ArrayShape{host.dtype, host.dims, {}}, device,
+               /*is_view=*/false);
 }
 
 Array Array::CreateView(std::shared_ptr<const ClientState> state, const DeviceView& view,
@@ -113,7 +124,7 @@ Array Array::CreateView(std::shared_ptr<const ClientState> state, const DeviceVi
   args.stream = view.ready_stream;
   CUXLA_PJRT_CALL(api, PJRT_Client_CreateViewOfDeviceBuffer, &args);
   return Array(std::move(state), pjrt::BufferPtr(args.buffer, pjrt::BufferDestroy{&api}),
-               /*is_view=*/true);
+               ArrayShape{view.dtype, view.dims, view.minor_to_major}, device, /*is_view=*/true);
 }
 
 bool Array::is_row_major() const noexcept { return layout_ == RowMajorLayout(dims_.size()); }

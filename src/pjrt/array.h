@@ -31,10 +31,21 @@ struct DeviceView {
   intptr_t ready_stream = 0;
 };
 
+// What an Array is, when its maker knows it (no PJRT queries needed).
+struct ArrayShape {
+  DType dtype;
+  std::vector<int64_t> dims;
+  std::vector<int64_t> minor_to_major;  // empty: row-major
+};
+
 class Array {
  public:
-  // Takes ownership of `buffer`, made by the client of `state`.
-  Array(std::shared_ptr<const ClientState> state, pjrt::BufferPtr buffer, bool is_view = false);
+  // Takes ownership of `buffer`, made by the client of `state`; asks PJRT
+  // for its dtype, shape, layout and device.
+  Array(std::shared_ptr<const ClientState> state, pjrt::BufferPtr buffer);
+  // The same when the caller knows them: `device` must be one of `state`'s.
+  Array(std::shared_ptr<const ClientState> state, pjrt::BufferPtr buffer, ArrayShape shape,
+        const Device& device, bool is_view);
   static Array FromHost(std::shared_ptr<const ClientState> state, const HostBuffer& host,
                         const Device& device);
   // Wraps `view` on `device`. If PJRT refuses, view.on_delete is not called:

@@ -1,5 +1,6 @@
 #include "pjrt/executable.h"
 
+#include <algorithm>
 #include <string>
 
 #include "pjrt/array.h"
@@ -15,8 +16,9 @@ std::string DimsText(const std::vector<int64_t>& dims) {
   return text + (dims.size() == 1 ? ",)" : ")");
 }
 
-// The optimized program's entry parameters (PJRT offers no other way to learn them).
-std::vector<pjrt::ParameterShape> Parameters(const pjrt::Api& api, PJRT_Executable* executable) {
+// The optimized program's entry shape (PJRT offers no other way to learn the
+// parameters).
+pjrt::ProgramShape OptimizedProgramShape(const pjrt::Api& api, PJRT_Executable* executable) {
   PJRT_Program program = CUXLA_PJRT_ARGS(PJRT_Program);
   static constexpr std::string_view kHlo = "hlo";
   program.format = kHlo.data();
@@ -28,7 +30,7 @@ std::vector<pjrt::ParameterShape> Parameters(const pjrt::Api& api, PJRT_Executab
   std::string code(program.code_size, '\0');
   program.code = code.data();
   CUXLA_PJRT_CALL(api, PJRT_Executable_OptimizedProgram, &args);
-  return pjrt::EntryParameters(std::string_view(program.format, program.format_size), code);
+  return pjrt::EntryProgramShape(std::string_view(program.format, program.format_size), code);
 }
 
 }  // namespace
@@ -77,13 +79,19 @@ Executable::Executable(std::shared_ptr<const ClientState> state, pjrt::LoadedExe
   out_args.executable = executable.get();
   CUXLA_PJRT_CALL(api, PJRT_Executable_NumOutputs, &out_args);
   num_outputs_ = out_args.num_outputs;
-  parameters_ = Parameters(api, executable.get());
+  shape_ = OptimizedProgramShape(api, executable.get());
+  // Outputs are described from the results when these are complete.
+  const bool described = shape_.results.size() == num_outputs_ &&
+                         std::all_of(shape_.results.begin(), shape_.results.end(),
+                                     [](const pjrt::HloShape& s) { return s.dtype.has_value(); });
+  if (!described) shape_.results.clear();
 }
 
 std::vector<Array> Executable::Execute(std::span<const Array* const> args) const {
   const pjrt::Api& api = state_->api();
-  if (args.size() != parameters_.size())
-    throw Error(ErrorKind::kValue, "the program takes " + std::to_string(parameters_.size()) +
+  const std::vector<pjrt::HloShape>& parameters = shape_.parameters;
+  if (args.size() != parameters.size())
+    throw Error(ErrorKind::kValue, "the program takes " + std::to_string(parameters.size()) +
                                        " arguments, " + std::to_string(args.size()) + " given");
   std::vector<PJRT_Buffer*> buffers;
   buffers.reserve(args.size());
@@ -99,7 +107,7 @@ std::vector<Array> Executable::Execute(std::span<const Array* const> args) const
                                          std::to_string(arg.device().id) +
                                          ", the executable runs on device " +
                                          std::to_string(device_->id));
-    const pjrt::ParameterShape& expected = parameters_[i];
+    const pjrt::HloShape& expected = parameters[i];
     if (expected.dtype != arg.dtype() || expected.dims != arg.dims())
       throw Error(ErrorKind::kValue,
                   "argument " + std::to_string(i) + " is " + std::string(DTypeName(arg.dtype())) +
@@ -134,7 +142,15 @@ std::vector<Array> Executable::Execute(std::span<const Array* const> args) const
   const std::shared_ptr<const ClientState>& owner = args.empty() ? state_ : args.front()->state();
   std::vector<Array> result;
   result.reserve(owned.size());
-  for (pjrt::BufferPtr& buffer : owned) result.emplace_back(owner, std::move(buffer));
+  for (size_t i = 0; i < owned.size(); ++i) {
+    if (shape_.results.empty()) {
+      result.emplace_back(owner, std::move(owned[i]));
+      continue;
+    }
+    const pjrt::HloShape& out = shape_.results[i];
+    result.emplace_back(owner, std::move(owned[i]), ArrayShape{*out.dtype, out.dims, out.minor_to_major},
+                        *device_, /*is_view=*/false);
+  }
   return result;
 }
 

@@ -32,7 +32,8 @@ class Executable {
   const std::string& name() const noexcept { return name_; }
   size_t num_outputs() const noexcept { return num_outputs_; }
   const Device& device() const noexcept { return *device_; }
-  const std::vector<pjrt::ParameterShape>& parameters() const noexcept { return parameters_; }
+  const std::vector<pjrt::HloShape>& parameters() const noexcept { return shape_.parameters; }
+  const std::vector<pjrt::HloShape>& results() const noexcept { return shape_.results; }
   const std::shared_ptr<const ClientState>& state() const noexcept { return state_; }
 
   Executable(std::shared_ptr<const ClientState> state, pjrt::LoadedExecutablePtr loaded,
@@ -44,7 +45,7 @@ class Executable {
   const Device* device_;
   std::string name_;
   size_t num_outputs_ = 0;
-  std::vector<pjrt::ParameterShape> parameters_;
+  pjrt::ProgramShape shape_;
 };
 
 }  // namespace cuxla

@@ -11,9 +11,12 @@ namespace {
 constexpr uint32_t kWithConfigModule = 1;
 constexpr uint32_t kModuleHostProgramShape = 4;
 constexpr uint32_t kProgramShapeParameters = 1;
+constexpr uint32_t kProgramShapeResult = 2;
 constexpr uint32_t kShapeElementType = 2;
 constexpr uint32_t kShapeDimensions = 3;
+constexpr uint32_t kShapeTupleShapes = 4;
 constexpr uint32_t kShapeLayout = 5;
+constexpr int kTupleType = 13;  // xla.PrimitiveType TUPLE
 constexpr uint32_t kLayoutMinorToMajor = 1;
 
 enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5 };
@@ -86,11 +89,18 @@ void ForEachField(std::string_view message, OnField on_field) {
   }
 }
 
-ParameterShape ParseShape(std::string_view shape_proto) {
-  ParameterShape shape;
+// One shape; a tuple's element shapes go to `tuple_elements` when given.
+HloShape ParseShape(std::string_view shape_proto, std::vector<HloShape>* tuple_elements = nullptr) {
+  HloShape shape;
+  bool tuple = false;
+  std::vector<HloShape> elements;
   ForEachField(shape_proto, [&](uint32_t field, uint32_t wire, Reader& r) {
     if (field == kShapeElementType && wire == kVarint) {
-      shape.dtype = FromXlaPrimitiveType(static_cast<int>(r.Varint()));
+      const int type = static_cast<int>(r.Varint());
+      tuple = type == kTupleType;
+      shape.dtype = FromXlaPrimitiveType(type);
+    } else if (field == kShapeTupleShapes && wire == kLengthDelimited) {
+      elements.push_back(ParseShape(r.Bytes()));
     } else if (field == kShapeDimensions) {
       r.Int64s(wire, shape.dims);
     } else if (field == kShapeLayout && wire == kLengthDelimited) {
@@ -102,12 +112,16 @@ ParameterShape ParseShape(std::string_view shape_proto) {
       r.Skip(wire);
     }
   });
+  if (tuple_elements != nullptr) {
+    if (tuple) *tuple_elements = std::move(elements);
+    else tuple_elements->push_back(shape);
+  }
   return shape;
 }
 
 }  // namespace
 
-std::vector<ParameterShape> EntryParameters(std::string_view format, std::string_view program) {
+ProgramShape EntryProgramShape(std::string_view format, std::string_view program) {
   std::string_view hlo_module_proto = program;
   if (format == "hlo_with_config") {
     hlo_module_proto = {};
@@ -119,18 +133,19 @@ std::vector<ParameterShape> EntryParameters(std::string_view format, std::string
     throw Error(ErrorKind::kRuntime, "the plugin returned its optimized program as '" +
                                          std::string(format) + "', not HLO");
   }
-  std::vector<ParameterShape> parameters;
+  ProgramShape shape;
   bool seen = false;
   ForEachField(hlo_module_proto, [&](uint32_t field, uint32_t wire, Reader& r) {
     if (field != kModuleHostProgramShape || wire != kLengthDelimited) return r.Skip(wire);
     seen = true;
     ForEachField(r.Bytes(), [&](uint32_t pf, uint32_t pw, Reader& pr) {
-      if (pf == kProgramShapeParameters && pw == kLengthDelimited) parameters.push_back(ParseShape(pr.Bytes()));
+      if (pf == kProgramShapeParameters && pw == kLengthDelimited) shape.parameters.push_back(ParseShape(pr.Bytes()));
+      else if (pf == kProgramShapeResult && pw == kLengthDelimited) ParseShape(pr.Bytes(), &shape.results);
       else pr.Skip(pw);
     });
   });
   if (!seen) Malformed("no host_program_shape");
-  return parameters;
+  return shape;
 }
 
 }  // namespace cuxla::pjrt

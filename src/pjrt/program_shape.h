@@ -1,6 +1,7 @@
-// pjrt/program_shape.h — the parameter shapes of a compiled program, read from
-// its optimized HloModuleProto, so that arguments are checked before PJRT
-// runs on them (the plugins do not check shapes or dtypes).
+// pjrt/program_shape.h — the parameter and result shapes of a compiled
+// program, read from its optimized HloModuleProto: arguments are checked
+// before PJRT runs on them (the plugins do not check shapes or dtypes), and
+// outputs are described without asking PJRT about each one.
 #pragma once
 
 #include <cstdint>
@@ -12,15 +13,21 @@
 
 namespace cuxla::pjrt {
 
-struct ParameterShape {
+struct HloShape {
   std::optional<DType> dtype;  // nullopt: a type cuxla has no DType for (tuple, token...)
   std::vector<int64_t> dims;
   std::vector<int64_t> minor_to_major;  // empty when the proto has no layout
 };
 
-// The entry parameters (host_program_shape) of a program serialized in PJRT's
-// `format`: "hlo" (HloModuleProto) or "hlo_with_config" (HloModuleProtoWithConfig).
-// Throws a RuntimeError-kind Error for another format or malformed bytes.
-std::vector<ParameterShape> EntryParameters(std::string_view format, std::string_view program);
+struct ProgramShape {
+  std::vector<HloShape> parameters;
+  std::vector<HloShape> results;  // the result tuple's elements, or the one result
+};
+
+// The entry computation's shape (host_program_shape) of a program serialized
+// in PJRT's `format`: "hlo" (HloModuleProto) or "hlo_with_config"
+// (HloModuleProtoWithConfig). Throws a RuntimeError-kind Error for another
+// format or malformed bytes.
+ProgramShape EntryProgramShape(std::string_view format, std::string_view program);
 
 }  // namespace cuxla::pjrt
