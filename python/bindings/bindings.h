@@ -40,9 +40,18 @@ struct ImportTarget {
   const Device* device = nullptr;
 };
 
+// XLA's external-ready stream as ordered for the first CUDA tensor of a
+// batch of imports (one call's arguments), reused for the others on the
+// same device: one stream wait per call instead of one per tensor.
+struct ReadyStreamCache {
+  int device_id = -1;
+  intptr_t ready_stream = 0;
+};
+
 // Imports any DLPack producer (`__dlpack__` object, DLPack C exchange API)
-// or capsule as an Array.
-Array ImportObject(nb::handle object, const ImportTarget& target, std::optional<bool> copy);
+// or capsule as an Array. `cache` (may be null) spans one batch of imports.
+Array ImportObject(nb::handle object, const ImportTarget& target, std::optional<bool> copy,
+                   ReadyStreamCache* cache = nullptr);
 
 // from_dlpack, Array.__dlpack__/__dlpack_device__/is_view, and the framework
 // fast paths (export_to, call_with).

@@ -32,14 +32,17 @@ def _percentiles(samples: list[float]) -> tuple[float, float]:
 
 
 def _time(call: Callable[[], object], sync: Callable[[], None], budget_s: float, max_runs: int,
-          min_runs: int = 5) -> list[float]:
-    """Per-call seconds: warm up, then run until `max_runs` or `budget_s`."""
+          min_runs: int = 5, prepare: Callable[[], None] | None = None) -> list[float]:
+    """Per-call seconds: warm up, then run until `max_runs` or `budget_s`.
+    `prepare` runs untimed before each call."""
     for _ in range(3):
         call()
     sync()
     samples: list[float] = []
     deadline = time.perf_counter() + budget_s
     while len(samples) < max_runs and (len(samples) < min_runs or time.perf_counter() < deadline):
+        if prepare is not None:
+            prepare()
         start = time.perf_counter()
         result = call()
         sync()
@@ -77,16 +80,24 @@ def handoff(max_bytes: int | None = None, out_dir: str = "bench-results", budget
     card = torch.cuda.get_device_name() if cuda else "CPU"
     print(f"cuxla bench handoff on {card}, {client.platform} plugin PJRT C API "
           f"{'.'.join(map(str, client.api_version))}; p50 / p90 in µs per call")
-    methods: dict[str, Callable[[torch.Tensor], tuple[Callable[[], object], Callable[[], None]]]] = {}
+    # A method gives (call, sync[, prepare]) for a tensor.
+    methods: dict[str, Callable[[torch.Tensor], tuple]] = {}
 
     def cuxla_import(t):
         return (lambda: cuxla.from_dlpack(t)), nothing
+
+    def cuxla_import_busy(t):
+        # ~10 µs of GPU work queued on PyTorch's stream before each import, so
+        # that XLA must be ordered after it on the device.
+        return (lambda: cuxla.from_dlpack(t)), sync, (lambda: torch.cuda._sleep(20_000))
 
     def cuxla_export(t):
         a = cuxla.from_dlpack(t)
         return (lambda: ct.to_torch(a)), nothing
 
     methods["cuxla import (torch -> XLA)"] = cuxla_import
+    if cuda:
+        methods["cuxla import, torch stream busy"] = cuxla_import_busy
     methods["cuxla export (XLA -> torch)"] = cuxla_export
     if jax is not None:
         def jax_import(t):
@@ -109,9 +120,13 @@ def handoff(max_bytes: int | None = None, out_dir: str = "bench-results", budget
         line = f"{name:34s}"
         for size in sizes:
             t = torch.ones(max(size // 4, 1), dtype=torch.float32, device=device)
-            call, method_sync = make(t)
+            call, method_sync, *prepare = make(t)
             runs = 2000 if size <= (4 << 20) else 50
-            samples = _time(call, method_sync, budget_s, runs)
+            if prepare:  # the stream must stay busy: sync only at the end
+                samples = _time(call, nothing, budget_s, runs, prepare=prepare[0])
+                method_sync()
+            else:
+                samples = _time(call, method_sync, budget_s, runs)
             p50, p90 = _percentiles(samples)
             rows.append({"method": name, "bytes": size, "p50_us": p50 * 1e6, "p90_us": p90 * 1e6,
                          "runs": len(samples)})

@@ -32,6 +32,7 @@ struct Entries {
   CUresult (*cuEventCreate)(CUevent*, unsigned);
   CUresult (*cuEventRecord)(CUevent, CUstream);
   CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned);
+  CUresult (*cuStreamQuery)(CUstream);
 };
 
 template <class Fn>
@@ -60,6 +61,7 @@ std::string Load(Entries& e) {
       {Resolve(lib, e.cuEventCreate, "cuEventCreate"), "cuEventCreate"},
       {Resolve(lib, e.cuEventRecord, "cuEventRecord"), "cuEventRecord"},
       {Resolve(lib, e.cuStreamWaitEvent, "cuStreamWaitEvent"), "cuStreamWaitEvent"},
+      {Resolve(lib, e.cuStreamQuery, "cuStreamQuery"), "cuStreamQuery"},
   };
   for (const auto& [ok, name] : found)
     if (!ok) return std::string("libcuda.so.1 lacks ") + name;
@@ -107,11 +109,10 @@ struct DeviceSync {
   CUevent event = nullptr;
 };
 
-}  // namespace
-
-const DriverStatus& Driver() noexcept { return Probe().status; }
-
-void StreamWaitStream(int ordinal, intptr_t waiter, intptr_t producer) {
+// Runs `work` with device `ordinal`'s primary context current and its
+// DeviceSync, under one lock.
+template <class Work>
+void OnDevice(int ordinal, Work work) {
   const Loaded& loaded = Probe();
   if (!loaded.status.available)
     throw Error(ErrorKind::kRuntime, "CUDA driver unavailable: " + loaded.status.why_not);
@@ -134,19 +135,42 @@ void StreamWaitStream(int ordinal, intptr_t waiter, intptr_t producer) {
   const bool push = current != sync.context;
   if (push)
     if (CUresult rc = cu.cuCtxPushCurrent(sync.context)) Fail("cuCtxPushCurrent", rc);
-  CUresult rc = 0;
   const char* failed = nullptr;
-  if (sync.event == nullptr && (rc = cu.cuEventCreate(&sync.event, kEventDisableTiming)) != 0)
-    failed = "cuEventCreate";
-  else if ((rc = cu.cuEventRecord(sync.event, reinterpret_cast<CUstream>(producer))) != 0)
-    failed = "cuEventRecord";
-  else if ((rc = cu.cuStreamWaitEvent(reinterpret_cast<CUstream>(waiter), sync.event, 0)) != 0)
-    failed = "cuStreamWaitEvent";
+  CUresult rc = work(cu, sync, failed);
   if (push) {
     CUcontext popped;
     cu.cuCtxPopCurrent(&popped);
   }
   if (failed != nullptr) Fail(failed, rc);
+}
+
+}  // namespace
+
+const DriverStatus& Driver() noexcept { return Probe().status; }
+
+void StreamWaitStream(int ordinal, intptr_t waiter, intptr_t producer) {
+  OnDevice(ordinal, [&](const Entries& cu, DeviceSync& sync, const char*& failed) -> CUresult {
+    CUresult rc = 0;
+    if (sync.event == nullptr && (rc = cu.cuEventCreate(&sync.event, kEventDisableTiming)) != 0)
+      failed = "cuEventCreate";
+    else if ((rc = cu.cuEventRecord(sync.event, reinterpret_cast<CUstream>(producer))) != 0)
+      failed = "cuEventRecord";
+    else if ((rc = cu.cuStreamWaitEvent(reinterpret_cast<CUstream>(waiter), sync.event, 0)) != 0)
+      failed = "cuStreamWaitEvent";
+    return rc;
+  });
+}
+
+bool StreamIdle(int ordinal, intptr_t stream) {
+  constexpr CUresult kNotReady = 600;  // CUDA_ERROR_NOT_READY
+  bool idle = false;
+  OnDevice(ordinal, [&](const Entries& cu, DeviceSync&, const char*& failed) -> CUresult {
+    const CUresult rc = cu.cuStreamQuery(reinterpret_cast<CUstream>(stream));
+    idle = rc == 0;
+    if (rc != 0 && rc != kNotReady) failed = "cuStreamQuery";
+    return rc;
+  });
+  return idle;
 }
 
 }  // namespace cuxla::cuda

@@ -26,4 +26,8 @@ const DriverStatus& Driver() noexcept;
 // RuntimeError-kind cuxla::Error naming the failed driver call.
 void StreamWaitStream(int ordinal, intptr_t waiter, intptr_t producer);
 
+// True when every piece of work queued on `stream` (of device `ordinal`) has
+// finished: a consumer then has nothing to wait for. Never blocks.
+bool StreamIdle(int ordinal, intptr_t stream);
+
 }  // namespace cuxla::cuda

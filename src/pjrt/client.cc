@@ -150,6 +150,7 @@ const Device& ClientState::DeviceWithHardwareId(int id) const {
 }
 
 intptr_t ClientState::ExternalReadyStream(const Device& device, intptr_t producer) const {
+  if (producer != 0 && cuda::StreamIdle(device.local_hardware_id, producer)) return 0;
   const PJRT_Stream_Extension* streams = plugin->stream_extension();
   if (streams == nullptr)
     throw Error(ErrorKind::kRuntime, "PJRT plugin " + plugin->path() + " has no stream extension");

@@ -68,7 +68,9 @@ struct ClientState {
   // CUDA: the XLA stream on which externally made buffers of `device` are
   // marked ready (the PJRT stream extension; throws where the plugin has
   // none). With `producer` (a CUDA stream, not 0), that stream first waits on
-  // the device for the work queued so far on `producer`.
+  // the device for the work queued so far on `producer` — or, when
+  // `producer` has nothing left to run, 0 is returned: nothing to wait for
+  // (and PJRT's costly event bookkeeping for a ready stream is skipped).
   intptr_t ExternalReadyStream(const Device& device, intptr_t producer = 0) const;
   // Compiles, once per client and device, a program cuxla runs for itself
   // (such as a strided copy). These executables do not own this state: it
