@@ -40,18 +40,19 @@ struct ImportTarget {
   const Device* device = nullptr;
 };
 
-// XLA's external-ready stream as ordered for the first CUDA tensor of a
-// batch of imports (one call's arguments), reused for the others on the
-// same device: one stream wait per call instead of one per tensor.
-struct ReadyStreamCache {
+// The imports of one execution's arguments: only the first CUDA tensor of a
+// device carries the ordering after the producer's stream. The others were
+// written before it on that stream, and are only ever used in the same
+// execution, which waits for all its arguments: they need no ordering of
+// their own (PJRT's, at ~10 µs a view, is the costly part of an import).
+struct ImportBatch {
   int device_id = -1;
-  intptr_t ready_stream = 0;
 };
 
 // Imports any DLPack producer (`__dlpack__` object, DLPack C exchange API)
-// or capsule as an Array. `cache` (may be null) spans one batch of imports.
+// or capsule as an Array. `batch` (may be null): the imports of one execution's arguments.
 Array ImportObject(nb::handle object, const ImportTarget& target, std::optional<bool> copy,
-                   ReadyStreamCache* cache = nullptr);
+                   ImportBatch* batch = nullptr);
 
 // from_dlpack, Array.__dlpack__/__dlpack_device__/is_view, and the framework
 // fast paths (export_to, call_with).

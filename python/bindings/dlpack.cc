@@ -118,16 +118,14 @@ Array ImportCapsule(nb::handle capsule, const ImportTarget& target, std::optiona
 // The fast path: no Python-level `__dlpack__`; XLA's first use waits, on the
 // device, for the producer's current stream.
 Array ImportExchange(const DLPackExchangeAPI* api, nb::handle object, const ImportTarget& target,
-                     std::optional<bool> copy, ReadyStreamCache* cache) {
+                     std::optional<bool> copy, ImportBatch* batch) {
   DLManagedTensorVersioned* tensor = nullptr;
   if (api->managed_tensor_from_py_object_no_sync(object.ptr(), &tensor) != 0) RaisePythonError();
   const DLDevice device = tensor->dl_tensor.device;
   std::pair<std::shared_ptr<const ClientState>, interop::ImportOptions> resolved;
   try {
     resolved = Resolve(target, device.device_type, copy);
-    if (device.device_type == kDLCUDA && cache != nullptr && cache->device_id == device.device_id) {
-      resolved.second.ready_stream = cache->ready_stream;
-    } else if (device.device_type == kDLCUDA) {
+    if (device.device_type == kDLCUDA && (batch == nullptr || batch->device_id != device.device_id)) {
       void* current = nullptr;
       if (api->current_work_stream(kDLCUDA, device.device_id, &current) != 0) RaisePythonError();
       // The default stream is reported as null; name it so that it is waited on.
@@ -135,7 +133,7 @@ Array ImportExchange(const DLPackExchangeAPI* api, nb::handle object, const Impo
       const ClientState& state = *resolved.first;
       resolved.second.ready_stream =
           state.ExternalReadyStream(state.DeviceWithHardwareId(device.device_id), producer);
-      if (cache != nullptr) *cache = ReadyStreamCache{device.device_id, resolved.second.ready_stream};
+      if (batch != nullptr) batch->device_id = device.device_id;
     }
   } catch (...) {
     if (tensor->deleter != nullptr) tensor->deleter(tensor);
@@ -265,10 +263,10 @@ ImportTarget TargetOf(nb::handle device, nb::handle client) {
 }  // namespace
 
 Array ImportObject(nb::handle object, const ImportTarget& target, std::optional<bool> copy,
-                   ReadyStreamCache* cache) {
+                   ImportBatch* batch) {
   if (PyCapsule_CheckExact(object.ptr())) return ImportCapsule(object, target, copy, 0);
   if (const DLPackExchangeAPI* api = ExchangeApi(Py_TYPE(object.ptr())))
-    return ImportExchange(api, object, target, copy, cache);
+    return ImportExchange(api, object, target, copy, batch);
   if (!nb::hasattr(object, "__dlpack__"))
     throw nb::type_error(("a " + std::string(nb::type_name(object.type()).c_str()) +
                           " is neither a DLPack capsule nor has __dlpack__").c_str());
@@ -289,8 +287,8 @@ void RegisterDLPack(nb::module_& m, nb::class_<Array>& array) {
     std::vector<Array> inputs;
     inputs.reserve(tensors.size());
     const ImportTarget target{executable.state(), &executable.device()};
-    ReadyStreamCache cache;
-    for (nb::handle t : tensors) inputs.push_back(ImportObject(t, target, std::nullopt, &cache));
+    ImportBatch batch;
+    for (nb::handle t : tensors) inputs.push_back(ImportObject(t, target, std::nullopt, &batch));
     std::vector<const Array*> args;
     for (const Array& a : inputs) args.push_back(&a);
     std::vector<Array> outputs;

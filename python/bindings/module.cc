@@ -228,7 +228,7 @@ NB_MODULE(_cuxla, m) {
         // executable's device (zero-copy when possible).
         std::vector<Array> imported;
         imported.reserve(args.size());
-        ReadyStreamCache cache;
+        ImportBatch batch;
         std::vector<const Array*> arrays(args.size());
         for (size_t i = 0; i < args.size(); ++i) {
           if (nb::isinstance<Array>(args[i])) {
@@ -239,7 +239,7 @@ NB_MODULE(_cuxla, m) {
             throw nb::type_error(("argument " + std::to_string(i) + " is a " +
                                   nb::type_name(args[i].type()).c_str() +
                                   ", neither a cuxla.Array nor a DLPack tensor").c_str());
-          imported.push_back(ImportObject(args[i], ImportTarget{e.state(), &e.device()}, std::nullopt, &cache));
+          imported.push_back(ImportObject(args[i], ImportTarget{e.state(), &e.device()}, std::nullopt, &batch));
         }
         for (size_t i = 0, next = 0; i < args.size(); ++i)
           if (arrays[i] == nullptr) arrays[i] = &imported[next++];

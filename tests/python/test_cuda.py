@@ -124,3 +124,28 @@ def test_cupy_and_jax_arrays_import_zero_copy(cuda_client):
     b = cuxla.from_dlpack(j)
     assert np.array_equal(b.numpy(), np.arange(10, dtype=np.float32))
     assert b.unsafe_buffer_pointer() == j.unsafe_buffer_pointer()
+
+
+ADD = f"""
+func.func public @main(%x: tensor<{N}xf32>, %y: tensor<{N}xf32>) -> tensor<{N}xf32> {{
+  %out = stablehlo.add %x, %y : tensor<{N}xf32>
+  return %out : tensor<{N}xf32>
+}}
+"""
+
+
+def test_every_argument_of_a_call_is_ordered_after_torch(cuda_client):
+    # Only the first argument's import carries the stream ordering: the
+    # second, written after it, must still be read after its write.
+    add = cuxla.compile(ADD, client=cuda_client)
+    side = torch.cuda.Stream()
+    wrong = 0
+    with torch.cuda.stream(side):
+        for trial in range(TRIALS):
+            x = torch.full((N,), float(trial), device="cuda")
+            y = torch.empty(N, device="cuda")
+            torch.cuda._sleep(200_000)
+            y.fill_(float(trial))
+            (out,) = ct.call(add, x, y)
+            wrong += int(not bool((out == 2 * trial).all().item()))
+    assert wrong == 0, f"{wrong} of {TRIALS} calls read an argument before PyTorch's write"
