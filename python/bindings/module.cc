@@ -58,6 +58,10 @@ nb::object MemoryStatsDict(const std::optional<cuxla::MemoryStats>& stats) {
 
 NB_MODULE(_cuxla, m) {
   m.doc() = "cuxla's C++ core (PJRT plugins, clients, arrays, executables)";
+  // Other libraries keep cuxla objects until interpreter shutdown (Dynamo's
+  // caches hold compiled graphs and so their Executables); nanobind would
+  // report each of them as a leak.
+  nb::set_leak_warnings(false);
 
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {

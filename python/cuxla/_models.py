@@ -1,0 +1,82 @@
+"""The models `bench train` and the torch.compile tests train: an MLP, a small
+CNN and Hugging Face's BertForMaskedLM (built from a config, random weights,
+nothing downloaded). Dropout is 0: XLA and PyTorch draw different random
+numbers, and losses are compared step by step."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import torch
+
+
+@dataclasses.dataclass
+class Workload:
+    name: str
+    model: torch.nn.Module
+    batch: tuple  # the model's inputs
+    loss: Callable  # (model, batch) -> scalar loss
+
+
+def mlp(device: str, size: str = "tiny") -> Workload:
+    width = 64 if size == "tiny" else 4096
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(width, 2 * width), torch.nn.GELU(), torch.nn.Linear(2 * width, width),
+        torch.nn.GELU(), torch.nn.Linear(width, 10)).to(device)
+    x = torch.randn(32 if size == "tiny" else 256, width, device=device)
+    y = torch.randint(0, 10, (x.shape[0],), device=device)
+    return Workload("mlp", model, (x, y), lambda m, b: torch.nn.functional.cross_entropy(m(b[0]), b[1]))
+
+
+def cnn(device: str, size: str = "tiny") -> Workload:
+    channels, image = (8, 16) if size == "tiny" else (64, 64)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, channels, 3, padding=1), torch.nn.BatchNorm2d(channels), torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2), torch.nn.Conv2d(channels, 2 * channels, 3, padding=1), torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(2 * channels, 10)).to(device)
+    x = torch.randn(8 if size == "tiny" else 64, 3, image, image, device=device)
+    y = torch.randint(0, 10, (x.shape[0],), device=device)
+    return Workload("cnn", model, (x, y), lambda m, b: torch.nn.functional.cross_entropy(m(b[0]), b[1]))
+
+
+def bert(device: str, size: str = "tiny") -> Workload:
+    from transformers import BertConfig, BertForMaskedLM
+
+    if size == "tiny":
+        config = BertConfig(vocab_size=256, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                            intermediate_size=64, max_position_embeddings=64)
+        batch, sequence = 4, 16
+    else:  # bert-base
+        config = BertConfig()
+        batch, sequence = 16, 128
+    config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.0
+    torch.manual_seed(0)
+    model = BertForMaskedLM(config).to(device)
+    ids = torch.randint(0, config.vocab_size, (batch, sequence), device=device)
+    labels = torch.where(torch.rand(batch, sequence, device=device) < 0.15, ids, torch.full_like(ids, -100))
+    labels[:, 0] = ids[:, 0]  # at least one masked position per sequence
+    return Workload("bert", model, (ids, labels),
+                    lambda m, b: m(input_ids=b[0], labels=b[1]).loss)
+
+
+WORKLOADS = {"mlp": mlp, "cnn": cnn, "bert": bert}
+
+
+def train(workload: Workload, steps: int, compile_backend: str | None = None,
+          on_step: Callable[[int, float], None] | None = None) -> list[float]:
+    """`steps` AdamW steps; the losses. `compile_backend`: torch.compile's backend, or eager."""
+    model = workload.model
+    step_model = torch.compile(model, backend=compile_backend) if compile_backend else model
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    losses = []
+    for step in range(steps):
+        optimizer.zero_grad(set_to_none=True)
+        loss = workload.loss(step_model, workload.batch)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+        if on_step is not None:
+            on_step(step, losses[-1])
+    return losses
