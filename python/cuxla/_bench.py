@@ -1,4 +1,7 @@
-"""`python -m cuxla bench handoff`: PyTorch <-> XLA handoffs, side by side.
+"""`python -m cuxla bench handoff|train`: PyTorch <-> XLA handoffs side by
+side; training step and compile times of torch.compile backends.
+
+handoff:
 
 Every handoff is timed on the host per call (p50, p90), which is its whole
 cost: a zero-copy handoff enqueues no device work beyond an event. The copy
@@ -228,7 +231,88 @@ def _write(rows: list[dict], sizes: list[int], card: str, out_dir: pathlib.Path)
 
 
 def main(args) -> int:
-    if args.what != "handoff":
-        print(f"unknown benchmark {args.what!r}", file=sys.stderr)
-        return 2
+    if args.what == "train":
+        return train(args.models.split(","), args.backends.split(","), args.steps, args.out)
     return handoff(args.max_bytes, args.out, args.budget)
+
+
+def train(models: list[str], backends: list[str], steps: int, out_dir: str) -> int:
+    """Step time and compile time of eager, inductor and cuxla training."""
+    import copy
+
+    import torch
+
+    from . import _models
+
+    cuda = torch.cuda.is_available()
+    device = "cuda" if cuda else "cpu"
+    size = "base" if cuda else "tiny"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    card = torch.cuda.get_device_name() if cuda else "CPU"
+    print(f"cuxla bench train on {card}: {size} models, {steps} AdamW steps each; "
+          "first step (compile) and p50 of the rest")
+    rows = []
+    for name in models:
+        base = _models.WORKLOADS[name](device, size)
+        for backend in backends:
+            workload = copy.deepcopy(base)
+            torch._dynamo.reset()
+            if cuda:
+                torch.cuda.reset_peak_memory_stats()
+            times: list[float] = []
+            clock = [time.perf_counter()]
+
+            def on_step(step, loss, times=times, clock=clock):
+                sync()
+                now = time.perf_counter()
+                times.append(now - clock[0])
+                clock[0] = now
+
+            losses = _models.train(workload, steps, None if backend == "eager" else backend, on_step)
+            steady = statistics.median(times[2:]) if len(times) > 2 else times[-1]
+            row = {"model": name, "backend": backend, "first_step_s": times[0], "step_ms": steady * 1e3,
+                   "compile_s": max(times[0] - steady, 0.0), "final_loss": losses[-1],
+                   "peak_torch_gib": torch.cuda.max_memory_allocated() / 2**30 if cuda else None}
+            rows.append(row)
+            print(f"  {name:5s} {backend:9s} step {row['step_ms']:9.2f} ms   compile {row['compile_s']:7.2f} s   "
+                  f"loss {losses[0]:.4f} -> {losses[-1]:.4f}"
+                  + (f"   peak torch memory {row['peak_torch_gib']:.2f} GiB" if cuda else ""), flush=True)
+            del workload
+    _write_train(rows, card, pathlib.Path(out_dir))
+    return 0
+
+
+def _write_train(rows: list[dict], card: str, out_dir: pathlib.Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "train.json").write_text(json.dumps({"device": card, "rows": rows}, indent=1))
+    lines = [f"Training step and compile time on {card}", "",
+             "| model | backend | step (ms, p50) | compile (s) | final loss | peak torch memory (GiB) |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        peak = "-" if r["peak_torch_gib"] is None else f"{r['peak_torch_gib']:.2f}"
+        lines.append(f"| {r['model']} | {r['backend']} | {r['step_ms']:.2f} | {r['compile_s']:.2f} | "
+                     f"{r['final_loss']:.4f} | {peak} |")
+    (out_dir / "train.md").write_text("\n".join(lines) + "\n")
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    backends = list(dict.fromkeys(r["backend"] for r in rows))
+    fig, (ax_step, ax_compile) = plt.subplots(1, 2, figsize=(11, 4.5))
+    width = 0.8 / len(backends)
+    for i, backend in enumerate(backends):
+        xs = [m + i * width for m in range(len(models))]
+        by_model = {r["model"]: r for r in rows if r["backend"] == backend}
+        ax_step.bar(xs, [by_model[m]["step_ms"] for m in models], width, label=backend)
+        ax_compile.bar(xs, [by_model[m]["compile_s"] for m in models], width, label=backend)
+    for ax, title in ((ax_step, "step time (ms, p50)"), (ax_compile, "compile time (s)")):
+        ax.set_xticks([m + width * (len(backends) - 1) / 2 for m in range(len(models))], models)
+        ax.set_title(title)
+        ax.set_yscale("log")
+        ax.legend(fontsize=8)
+    fig.suptitle(f"Training with torch.compile backends, {card}")
+    fig.tight_layout()
+    fig.savefig(out_dir / "train.png", dpi=120)
+    print(f"\nwrote {out_dir / 'train.md'}, {out_dir / 'train.json'}, {out_dir / 'train.png'}")

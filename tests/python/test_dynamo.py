@@ -12,7 +12,12 @@ from cuxla import _models
 
 @pytest.fixture
 def tdev(client):
-    return "cuda" if client.platform == "cuda" else "cpu"
+    if client.platform == "cuda":
+        # Eager PyTorch in full float32, as XLA's lowering asks (no TF32).
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+        return "cuda"
+    return "cpu"
 
 
 def test_backend_is_registered_under_its_name():
@@ -76,3 +81,28 @@ def test_inputs_and_outputs_share_memory_with_xla(tdev):
     model = torch.nn.Linear(4, 4).to(tdev)
     out = torch.compile(model, backend="cuxla")(torch.randn(2, 4, device=tdev))
     assert cuxla.from_dlpack(out).unsafe_buffer_pointer() == out.data_ptr()
+
+
+def test_training_steps_copy_nothing_between_host_and_device(tdev):
+    if tdev != "cuda":
+        pytest.skip("host <-> device copies exist on CUDA only")
+    workload = _models.mlp("cuda")
+    torch._dynamo.reset()
+    model = torch.compile(workload.model, backend="cuxla")
+    optimizer = torch.optim.AdamW(workload.model.parameters(), lr=1e-3)
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        workload.loss(model, workload.batch).backward()
+        optimizer.step()
+
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=activities) as profile:
+        for _ in range(3):
+            step()
+        torch.cuda.synchronize()
+    copies = [e.name for e in profile.events() if "HtoD" in e.name or "DtoH" in e.name]
+    assert not copies, f"host <-> device copies in 3 steps: {copies[:8]}"
