@@ -4,10 +4,12 @@
   PyTorch >= 2.13 no longer has; their absence only matters to named-tensor
   programs, so lookups of missing overloads give inert placeholders while
   torchax builds its tables.
-- torchax registers a "jax" accelerator that says it is available; Dynamo
-  then asks it for a current stream, which it cannot give. cuxla only uses
-  torchax to trace graphs into JAX, never as a device, so it reports itself
-  unavailable.
+- On import torchax renames PyTorch's PrivateUse1 backend to "jax" and
+  registers a device module for it. PyTorch then takes it for an
+  accelerator: Dynamo asks it for a current stream, autograd for a device
+  guard, and both fail ("PyTorch is not linked with support for jax
+  devices"). cuxla only uses torchax to trace graphs into JAX, never as a
+  device, so both registrations are skipped while torchax is imported.
 - Lowering runs with 64-bit types enabled (PyTorch's int64 and float64 stay
   64-bit) and matrix products at full precision, as in eager PyTorch.
 """
@@ -44,17 +46,26 @@ def _missing_overloads_as_placeholders():
         packet.__getattr__ = original
 
 
+@contextlib.contextmanager
+def _no_device_registration():
+    rename, register = torch.utils.rename_privateuse1_backend, torch._register_device_module
+    torch.utils.rename_privateuse1_backend = lambda name: None
+    torch._register_device_module = lambda name, module: None
+    try:
+        yield
+    finally:
+        torch.utils.rename_privateuse1_backend, torch._register_device_module = rename, register
+
+
 @functools.cache
 def environment():
     """torchax's environment, built once."""
-    with _missing_overloads_as_placeholders() as missing:
+    with _missing_overloads_as_placeholders() as missing, _no_device_registration():
         import torchax
 
         env = torchax.default_env()
     if missing:
         log.debug("torchax names overloads this PyTorch lacks: %s", ", ".join(missing))
-    torchax.device_module.is_available = lambda: False
-    torchax.device_module.device_count = lambda: 0
     return env
 
 
