@@ -93,6 +93,9 @@ const DLPackExchangeAPI* ExchangeApi(PyTypeObject* type) {
 Array ImportCapsule(nb::handle capsule, const ImportTarget& target, std::optional<bool> copy,
                     intptr_t ready_stream) {
   PyObject* c = capsule.ptr();
+  if (!PyCapsule_CheckExact(c))
+    throw nb::type_error(("__dlpack__ returned a " + std::string(nb::type_name(capsule.type()).c_str()) +
+                          ", not a DLPack capsule").c_str());
   const char* name = PyCapsule_GetName(c);
   if (name == nullptr) RaisePythonError();
   const bool versioned = std::string_view(name) == kVersionedName;

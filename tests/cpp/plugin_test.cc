@@ -105,6 +105,25 @@ TEST(PluginTest, LoadOfALibraryWithoutGetPjrtApiSaysSo) {
   EXPECT_TRUE(Contains(error->what(), "GetPjrtApi"));
 }
 
+TEST(PluginTest, PluginOfAnotherMajorVersionIsRefusedNamingBoth) {
+  auto error = ThrownError([] { Plugin::Load(FAKE_PJRT_future_PATH); });
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->kind(), ErrorKind::kValue);
+  EXPECT_TRUE(Contains(error->what(), "PJRT C API 1.0"));
+  EXPECT_TRUE(Contains(error->what(), "major version 0"));
+}
+
+TEST(PluginTest, PluginTooOldForAClientSaysWhichVersionIsNeeded) {
+  std::shared_ptr<const Plugin> old = Plugin::Load(FAKE_PJRT_old_PATH);
+  EXPECT_EQ(old->api().minor(), 1);
+  auto error = ThrownError([&] { Client::Create(old, "cpu", {}); });
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->kind(), ErrorKind::kRuntime);
+  EXPECT_TRUE(Contains(error->what(), "PJRT_Client_Create is not provided"));
+  EXPECT_TRUE(Contains(error->what(), "PJRT C API 0.1"));
+  EXPECT_TRUE(Contains(error->what(), "0." + std::to_string(PJRT_API_MINOR)));
+}
+
 TEST(PluginTest, FindPluginWithoutPackageDirsFindsNothingAndSaysWhy) {
   ScopedEnv no_override("CUXLA_PJRT_PLUGIN", std::nullopt);
   const PluginSearch search = FindPlugin(TestPlatform(), {});

@@ -1,0 +1,112 @@
+"""Faults: each gives a clear error (or a clean exit), the process lives on."""
+import ctypes
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+import cuxla
+
+
+class RaisingProducer:
+    def __dlpack_device__(self):
+        return (1, 0)
+
+    def __dlpack__(self, **kwargs):
+        raise RuntimeError("the producer failed")
+
+
+def test_a_producer_whose_dlpack_raises_passes_its_error_on():
+    with pytest.raises(RuntimeError, match="the producer failed"):
+        cuxla.from_dlpack(RaisingProducer())
+
+
+class NotACapsuleProducer(RaisingProducer):
+    def __dlpack__(self, **kwargs):
+        return 42
+
+
+def test_a_producer_returning_no_capsule_is_refused():
+    with pytest.raises(TypeError, match="__dlpack__ returned a int, not a DLPack capsule"):
+        cuxla.from_dlpack(NotACapsuleProducer())
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32),
+                ("ndim", ctypes.c_int32), ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
+                ("lanes", ctypes.c_uint16), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class _ManagedVersioned(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32), ("manager_ctx", ctypes.c_void_p),
+                ("deleter", ctypes.c_void_p), ("flags", ctypes.c_uint64), ("dl_tensor", _DLTensor)]
+
+
+def _capsule_with_null_deleter(host: np.ndarray, keep: list):
+    shape = (ctypes.c_int64 * host.ndim)(*host.shape)
+    managed = _ManagedVersioned(1, 0, None, None, 0,
+                                _DLTensor(host.ctypes.data, 1, 0, host.ndim, 2, 32, 1, shape, None, 0))
+    keep += [shape, managed, host]
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    return new(ctypes.addressof(managed), b"dltensor_versioned", None)
+
+
+def test_a_capsule_with_a_null_deleter_is_imported_and_released_safely(client):
+    if client.platform != "cpu":
+        pytest.skip("the capsule describes host memory")
+    raw = np.zeros(4096 // 4 + 16, np.float32)
+    start = (-raw.ctypes.data % 64) // 4
+    host = raw[start:start + 16]
+    host[:] = np.arange(16)
+    keep: list = []
+    array = cuxla.from_dlpack(_capsule_with_null_deleter(host, keep))
+    assert array.is_view and np.array_equal(array.numpy(), np.arange(16, dtype=np.float32))
+    array.delete()  # PJRT's callback finds no deleter to call: nothing happens
+
+
+def test_out_of_memory_is_a_memory_error_and_the_client_still_works(client):
+    if client.platform != "cpu":
+        pytest.skip("on the CPU plugin, 4 TiB cannot be allocated; on a GPU it is the card's limit")
+    program = cuxla.compile("""
+    func.func public @main(%x: tensor<f32>) -> tensor<1099511627776xf32> {
+      %0 = stablehlo.broadcast_in_dim %x, dims = [] : (tensor<f32>) -> tensor<1099511627776xf32>
+      return %0 : tensor<1099511627776xf32>
+    }""", client=client)
+    with pytest.raises(MemoryError, match="Out of memory"):
+        (out,) = program(cuxla.asarray(np.float32(1), client=client))
+        out.block_until_ready()
+    assert cuxla.asarray(np.arange(3.0), client=client).numpy().tolist() == [0.0, 1.0, 2.0]
+
+
+def test_a_huge_import_is_refused_cleanly(client):
+    # A tensor claiming more memory than exists: copy=True must allocate it.
+    if client.platform != "cpu":
+        pytest.skip("host memory")
+    base = torch.zeros(1)
+    huge = torch.as_strided(base, (1 << 40,), (0,))  # a broadcast of 2^40 elements
+    with pytest.raises(MemoryError):
+        cuxla.from_dlpack(huge).block_until_ready()
+    assert cuxla.from_dlpack(torch.ones(3)).numpy().tolist() == [1.0, 1.0, 1.0]
+
+
+SHUTDOWN = textwrap.dedent("""
+    import numpy as np, torch, cuxla, cuxla.torch as ct
+    kept_array = cuxla.asarray(np.arange(1000, dtype=np.float32))
+    kept_torch = ct.to_torch(kept_array)
+    kept_numpy = np.from_dlpack(cuxla.asarray(np.ones(8, np.float32)))
+    kept_view = cuxla.from_dlpack(torch.arange(16.0))
+    capsule = kept_array.__dlpack__(max_version=(1, 0))   # never consumed
+    print("ready", float(kept_torch.sum()))
+""")
+
+
+def test_interpreter_shutdown_with_exports_alive_exits_cleanly():
+    result = subprocess.run([sys.executable, "-c", SHUTDOWN], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "ready 499500.0" in result.stdout
+    assert "Fatal" not in result.stderr and "Segmentation" not in result.stderr
