@@ -1,0 +1,82 @@
+"""Many threads importing, exporting and executing at once; a soak of mixed
+import/export/delete cycles with flat memory."""
+import concurrent.futures
+import os
+
+import numpy as np
+import pytest
+import torch
+
+import cuxla
+import cuxla.torch as ct
+
+AXPY = """
+func.func public @main(%a: tensor<f32>, %x: tensor<256xf32>, %y: tensor<256xf32>) -> tensor<256xf32> {
+  %ab = stablehlo.broadcast_in_dim %a, dims = [] : (tensor<f32>) -> tensor<256xf32>
+  %ax = stablehlo.multiply %ab, %x : tensor<256xf32>
+  %out = stablehlo.add %ax, %y : tensor<256xf32>
+  return %out : tensor<256xf32>
+}
+"""
+
+
+@pytest.fixture
+def tdev(client):
+    return "cuda" if client.platform == "cuda" else "cpu"
+
+
+def test_16_threads_import_export_and_execute_correctly(client, tdev):
+    axpy = cuxla.compile(AXPY, client=client)
+
+    def work(thread: int) -> int:
+        wrong = 0
+        for i in range(200):
+            a = torch.tensor(float(thread), device=tdev)
+            x = torch.full((256,), float(i), device=tdev)
+            y = torch.arange(256.0, device=tdev)
+            (out,) = ct.call(axpy, a, x, y)
+            wrong += int(not torch.equal(out, thread * x + y))
+            back = ct.to_torch(cuxla.from_dlpack(x))
+            wrong += int(back.data_ptr() != x.data_ptr())
+        return wrong
+
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        results = list(pool.map(work, range(16)))
+    assert sum(results) == 0, results
+
+
+def _rss() -> int:
+    with open(f"/proc/{os.getpid()}/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+SOAK_CYCLES = int(os.environ.get("CUXLA_SOAK_CYCLES", "100000"))
+
+
+def test_soak_of_mixed_dtypes_ranks_and_layouts_keeps_memory_flat(tdev):
+    rng = np.random.default_rng(0)
+    dtypes = [torch.float32, torch.bfloat16, torch.int64, torch.bool, torch.complex64, torch.uint8]
+    shapes = [(), (7,), (3, 5), (2, 3, 4), (0, 3)]
+    tensors = []
+    for dtype in dtypes:
+        for shape in shapes:
+            t = torch.zeros(shape, dtype=dtype, device=tdev)
+            tensors += [t, t.T if t.ndim == 2 else t, t[..., ::2] if t.ndim >= 1 and t.shape[-1] > 1 else t]
+
+    def cycles(n):
+        for i in range(n):
+            t = tensors[int(rng.integers(len(tensors)))]
+            a = cuxla.from_dlpack(t)
+            back = ct.to_torch(a)
+            if i % 3 == 0:
+                a.delete()
+            del a, back
+
+    cycles(2000)
+    before = _rss()
+    allocated = torch.cuda.memory_allocated() if tdev == "cuda" else 0
+    cycles(SOAK_CYCLES)
+    growth = _rss() - before
+    assert growth < 32 * 2**20, f"host RSS grew {growth / 2**20:.1f} MiB over {SOAK_CYCLES} cycles"
+    if tdev == "cuda":
+        assert torch.cuda.memory_allocated() == allocated
