@@ -61,6 +61,27 @@ DType TensorDType(DLDataType type) {
          std::to_string(type.bits) + ", lanes " + std::to_string(type.lanes) + ")");
 }
 
+// Refuses a tensor whose element count or memory reach is beyond what XLA
+// sizes in 64-bit bytes (its arrays, and the int64 index arrays of a strided
+// copy, must stay under 2^63 bytes; XLA aborts the process otherwise): no
+// arithmetic on the tensor further down may overflow.
+void CheckExtent(std::span<const int64_t> dims, std::span<const int64_t> strides) {
+  constexpr int64_t kMaxElements = int64_t{1} << 58;  // x 16 bytes < 2^63
+  int64_t count = 1, low = 0, high = 0, span = 0;
+  bool overflow = false;
+  for (size_t k = 0; k < dims.size(); ++k) {
+    overflow |= __builtin_mul_overflow(count, dims[k], &count);
+    if (dims[k] == 0 || strides.empty()) continue;
+    int64_t reach = 0;
+    overflow |= __builtin_mul_overflow(dims[k] - 1, strides[k], &reach);
+    overflow |= __builtin_add_overflow(reach < 0 ? low : high, reach, reach < 0 ? &low : &high);
+  }
+  overflow |= __builtin_sub_overflow(high, low, &span) || __builtin_add_overflow(span, 1, &span);
+  if (overflow || count > kMaxElements || span > kMaxElements)
+    Refuse("DLPack tensor of shape " + TupleText(dims) + " and strides " + TupleText(strides) +
+           " spans more than the 2^58 elements XLA can address");
+}
+
 // A legacy tensor wrapped as a versioned one; its deleter frees the wrapper.
 struct LegacyTensor {
   DLManagedTensorVersioned versioned;
@@ -92,6 +113,7 @@ Array ImportDLPack(const std::shared_ptr<const ClientState>& state,
   if (std::any_of(dims.begin(), dims.end(), [](int64_t d) { return d < 0; }))
     Refuse("DLPack tensor with a negative dimension, shape " + TupleText(dims));
   const DType dtype = TensorDType(t.dtype);
+  CheckExtent(dims, strides);
   const Device& source = SourceDevice(*state, t.device);
   const bool to_elsewhere = options.target_device != nullptr && options.target_device != &source;
   if (to_elsewhere && options.copy == CopyPolicy::kNever)
@@ -101,7 +123,7 @@ Array ImportDLPack(const std::shared_ptr<const ClientState>& state,
 
   const bool empty = std::find(dims.begin(), dims.end(), 0) != dims.end();
   if (!empty && t.data == nullptr) Refuse("DLPack tensor of shape " + TupleText(dims) + " has a null data pointer");
-  void* data = static_cast<char*>(t.data) + t.byte_offset;
+  void* data = t.data == nullptr ? nullptr : static_cast<char*>(t.data) + t.byte_offset;
   const size_t alignment = state->buffer_alignment();
   std::optional<std::vector<int64_t>> layout = MinorToMajor(dims, strides);
   const bool aligned = reinterpret_cast<uintptr_t>(data) % alignment == 0;

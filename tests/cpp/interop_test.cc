@@ -501,6 +501,26 @@ TEST(ImportTest, NegativeDimensionIsRefused) {
   EXPECT_EQ(tensor.deleter_calls(), 1);
 }
 
+TEST(ImportTest, TensorBeyondWhatXlaCanAddressIsRefusedUntouched) {
+  float data[1] = {};
+  // A broadcast of 2^60 elements: every size in 64 bits overflows inside XLA.
+  Tensor tensor(data, TestDLDevice(), Float32(), {int64_t{1} << 60}, {0});
+  const std::optional<Error> error = ImportRefusal(tensor.get());
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->kind(), ErrorKind::kBuffer);
+  EXPECT_TRUE(Contains(error->what(), "2^58 elements"));
+  EXPECT_EQ(tensor.deleter_calls(), 1);
+}
+
+TEST(ImportTest, ShapeWhoseProductOverflowsIsRefused) {
+  float data[1] = {};
+  Tensor tensor(data, TestDLDevice(), Float32(), {int64_t{1} << 40, int64_t{1} << 40});
+  const std::optional<Error> error = ImportRefusal(tensor.get());
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->kind(), ErrorKind::kBuffer);
+  EXPECT_EQ(tensor.deleter_calls(), 1);
+}
+
 TEST(ImportTest, NullDataOfANonEmptyTensorIsRefused) {
   Tensor tensor(nullptr, TestDLDevice(), Float32(), {2});
   const std::optional<Error> error = ImportRefusal(tensor.get());
