@@ -96,15 +96,27 @@ def _why_not(node: torch.fx.Node) -> str | None:
 
 
 class _Supported(OperatorSupport):
+    """XLA runs what `_why_not` allows; `kept` holds the reasons for the rest."""
+
+    def __init__(self):
+        super().__init__()
+        self.kept: dict[torch.fx.Node, str] = {}
+
     def is_node_supported(self, submodules, node: torch.fx.Node) -> bool:
         if node.op != "call_function" or node.target is operator.getitem:
             return node.target is operator.getitem
         reason = _why_not(node)
         if reason is not None:
-            with _lock:
-                _fallbacks[(str(node.target), reason)] += 1
-            log.info("falls back to PyTorch: %s (%s)", node.target, reason)
+            self.kept[node] = reason
         return reason is None
+
+    def record(self) -> None:
+        """Adds the ops kept in PyTorch to the report, once per compiled graph."""
+        with _lock:
+            for node, reason in self.kept.items():
+                _fallbacks[(str(node.target), reason)] += 1
+        for node, reason in self.kept.items():
+            log.info("falls back to PyTorch: %s (%s)", node.target, reason)
 
 
 class _XlaProgram:
@@ -172,7 +184,8 @@ class _LoweringFailed(Exception):
 
 
 def _partition_and_lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable:
-    partitioner = CapabilityBasedPartitioner(copy.deepcopy(gm), _Supported(), allows_single_node_partition=True)
+    supported = _Supported()
+    partitioner = CapabilityBasedPartitioner(copy.deepcopy(gm), supported, allows_single_node_partition=True)
     partitions = partitioner.propose_partitions()
     every_op = [n for n in gm.graph.nodes if n.op == "call_function"]
     whole = len(partitions) == 1 and len(partitions[0].nodes) == len(every_op)
@@ -180,6 +193,7 @@ def _partition_and_lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
         program = _lower(gm, example_inputs)
         return lambda *args: program(*args)
     if not partitions:
+        supported.record()
         return gm
     fused = partitioner.fuse_partitions(partitions)
     for name, submodule in list(fused.named_children()):
@@ -190,6 +204,7 @@ def _partition_and_lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
             continue  # stays eager
         setattr(fused, name, _Runner(_lower(submodule, values)))
     fused.recompile()
+    supported.record()
     return fused
 
 
