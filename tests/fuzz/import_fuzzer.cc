@@ -5,12 +5,13 @@
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
-#include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cuxla/cuxla.h"
@@ -125,9 +126,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const cuxla::Error&) {
     // Refused, with a message: what bad input must get.
   }
-  // PJRT releases a view once it is destroyed and its computations are done.
-  for (int spin = 0; deletions.load() == 0 && spin < 1000000; ++spin) {
-  }
+  // PJRT releases a view once it is destroyed and its computations are done,
+  // possibly on one of its own threads a little later.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (deletions.load() == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::microseconds(10));
   if (deletions.load() != 1) __builtin_trap();  // released never, or twice
   return 0;
 }
