@@ -169,6 +169,11 @@ std::shared_ptr<const Executable> ClientState::InternalProgram(std::string_view 
   std::lock_guard<std::mutex> lock(internal_mutex_);
   auto it = internal_programs_.find(key);
   if (it != internal_programs_.end()) return it->second;
+  // Programs are keyed by shapes and strides, so a process importing many
+  // kinds of strided tensors would make many: keep at most this many (those
+  // in use live on through their shared_ptrs).
+  constexpr size_t kMaxInternalPrograms = 256;
+  if (internal_programs_.size() >= kMaxInternalPrograms) internal_programs_.clear();
   // Non-owning: a shared_ptr with no control block, pointing at this state.
   std::shared_ptr<const ClientState> self(std::shared_ptr<const ClientState>(), this);
   auto executable = Executable::Compile(std::move(self), program, device);
