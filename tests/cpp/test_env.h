@@ -42,10 +42,12 @@ inline const std::string& PluginPath() {
 
 // One client of the test platform for the whole test binary: clients are
 // heavy (a CUDA client owns the card's streams and allocator).
+// Never destroyed: at exit the plugin's own statics may already be gone, and
+// destroying its client and executables then can crash.
 inline std::shared_ptr<Client> TestClient() {
-  static const std::shared_ptr<Client> client =
-      Client::Create(pjrt::Plugin::Load(PluginPath()), TestPlatform(), {});
-  return client;
+  static const auto* client =
+      new std::shared_ptr<Client>(Client::Create(pjrt::Plugin::Load(PluginPath()), TestPlatform(), {}));
+  return *client;
 }
 
 // Sets (or, with nullopt, unsets) an environment variable for one scope and

@@ -27,7 +27,9 @@ using cuxla::interop::CopyPolicy;
 constexpr size_t kArena = 1 << 16;
 alignas(64) unsigned char arena[kArena];
 
-std::shared_ptr<cuxla::Client> client;
+// Never destroyed: at exit, the plugin's own statics (LLVM's JIT registry)
+// may already be gone, and destroying its executables then would crash.
+std::shared_ptr<cuxla::Client>& client = *new std::shared_ptr<cuxla::Client>();
 
 struct Counted {
   DLManagedTensorVersioned managed{};
