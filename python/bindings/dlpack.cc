@@ -8,6 +8,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -88,6 +89,20 @@ const DLPackExchangeAPI* ExchangeApi(PyTypeObject* type) {
 
 [[noreturn]] void RaisePythonError() { throw nb::python_error(); }
 
+// Imports a capsule's tensor. The capsule is renamed used_* (its destructor
+// then leaves the tensor to cuxla) only once nothing before the import can
+// fail: until then, the capsule still owns the tensor.
+template <class Managed>
+Array ConsumeCapsule(PyObject* capsule, Managed* tensor, const ImportTarget& target,
+                     std::optional<bool> copy, intptr_t ready_stream) {
+  auto [state, options] = Resolve(target, tensor->dl_tensor.device.device_type, copy);
+  options.ready_stream = ready_stream;
+  const bool versioned = std::is_same_v<Managed, DLManagedTensorVersioned>;
+  if (PyCapsule_SetName(capsule, versioned ? "used_dltensor_versioned" : "used_dltensor") != 0)
+    RaisePythonError();
+  return interop::ImportDLPack(state, tensor, options);
+}
+
 // Consumes a DLPack capsule: renames it used_*, so that its destructor leaves
 // the tensor to us, and imports it.
 Array ImportCapsule(nb::handle capsule, const ImportTarget& target, std::optional<bool> copy,
@@ -105,17 +120,8 @@ Array ImportCapsule(nb::handle capsule, const ImportTarget& target, std::optiona
                                        : "not a DLPack capsule: '" + std::string(name) + "'");
   void* pointer = PyCapsule_GetPointer(c, name);
   if (pointer == nullptr) RaisePythonError();
-  if (PyCapsule_SetName(c, versioned ? "used_dltensor_versioned" : "used_dltensor") != 0) RaisePythonError();
-  if (versioned) {
-    auto* tensor = static_cast<DLManagedTensorVersioned*>(pointer);
-    auto [state, options] = Resolve(target, tensor->dl_tensor.device.device_type, copy);
-    options.ready_stream = ready_stream;
-    return interop::ImportDLPack(state, tensor, options);
-  }
-  auto* tensor = static_cast<DLManagedTensor*>(pointer);
-  auto [state, options] = Resolve(target, tensor->dl_tensor.device.device_type, copy);
-  options.ready_stream = ready_stream;
-  return interop::ImportDLPack(state, tensor, options);
+  return versioned ? ConsumeCapsule(c, static_cast<DLManagedTensorVersioned*>(pointer), target, copy, ready_stream)
+                   : ConsumeCapsule(c, static_cast<DLManagedTensor*>(pointer), target, copy, ready_stream);
 }
 
 // The fast path: no Python-level `__dlpack__`; XLA's first use waits, on the
@@ -186,42 +192,34 @@ std::optional<intptr_t> ConsumerStream(const Array& array, nb::handle stream) {
   return value;
 }
 
-void DeleteUnconsumed(PyObject* capsule, const char* name, bool versioned) {
-  void* pointer = PyCapsule_GetPointer(capsule, name);
-  if (pointer == nullptr) {
+// The capsule name of each kind of managed tensor.
+template <class Managed>
+constexpr const char* kCapsuleName = std::is_same_v<Managed, DLManagedTensor> ? kLegacyName : kVersionedName;
+
+// A capsule's destructor: calls the tensor's deleter unless a consumer took
+// it (and renamed the capsule used_*).
+template <class Managed>
+void DeleteUnconsumed(PyObject* capsule) {
+  auto* tensor = static_cast<Managed*>(PyCapsule_GetPointer(capsule, kCapsuleName<Managed>));
+  if (tensor == nullptr) {
     PyErr_Clear();  // renamed used_*: the consumer owns the tensor
     return;
   }
-  if (versioned) {
-    auto* t = static_cast<DLManagedTensorVersioned*>(pointer);
-    if (t->deleter != nullptr) t->deleter(t);
-  } else {
-    auto* t = static_cast<DLManagedTensor*>(pointer);
-    if (t->deleter != nullptr) t->deleter(t);
-  }
+  if (tensor->deleter != nullptr) tensor->deleter(tensor);
 }
 
-nb::object ExportCapsule(const Array& array, bool versioned) {
-  if (versioned) {
-    DLManagedTensorVersioned* tensor = interop::ExportDLPack(array);
-    PyObject* capsule = PyCapsule_New(tensor, kVersionedName, [](PyObject* c) {
-      DeleteUnconsumed(c, kVersionedName, true);
-    });
-    if (capsule == nullptr) {
-      tensor->deleter(tensor);
-      RaisePythonError();
-    }
-    return nb::steal(capsule);
-  }
-  DLManagedTensor* tensor = interop::ExportLegacyDLPack(array);
-  PyObject* capsule = PyCapsule_New(tensor, kLegacyName, [](PyObject* c) {
-    DeleteUnconsumed(c, kLegacyName, false);
-  });
+template <class Managed>
+nb::object Capsule(Managed* tensor) {
+  PyObject* capsule = PyCapsule_New(tensor, kCapsuleName<Managed>, &DeleteUnconsumed<Managed>);
   if (capsule == nullptr) {
     tensor->deleter(tensor);
     RaisePythonError();
   }
   return nb::steal(capsule);
+}
+
+nb::object ExportCapsule(const Array& array, bool versioned) {
+  return versioned ? Capsule(interop::ExportDLPack(array)) : Capsule(interop::ExportLegacyDLPack(array));
 }
 
 // An exchange-API consumer's object for `array` (to_torch's fast path): the

@@ -46,10 +46,10 @@ class _ManagedVersioned(ctypes.Structure):
                 ("deleter", ctypes.c_void_p), ("flags", ctypes.c_uint64), ("dl_tensor", _DLTensor)]
 
 
-def _capsule_with_null_deleter(host: np.ndarray, keep: list):
+def _capsule_with_null_deleter(host: np.ndarray, keep: list, device_type: int = 1):
     shape = (ctypes.c_int64 * host.ndim)(*host.shape)
     managed = _ManagedVersioned(1, 0, None, None, 0,
-                                _DLTensor(host.ctypes.data, 1, 0, host.ndim, 2, 32, 1, shape, None, 0))
+                                _DLTensor(host.ctypes.data, device_type, 0, host.ndim, 2, 32, 1, shape, None, 0))
     keep += [shape, managed, host]
     new = ctypes.pythonapi.PyCapsule_New
     new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
@@ -67,6 +67,16 @@ def test_a_capsule_with_a_null_deleter_is_imported_and_released_safely(client):
     array = cuxla.from_dlpack(_capsule_with_null_deleter(host, keep))
     assert array.is_view and np.array_equal(array.numpy(), np.arange(16, dtype=np.float32))
     array.delete()  # PJRT's callback finds no deleter to call: nothing happens
+
+
+def test_a_refused_capsule_is_left_unconsumed():
+    keep: list = []
+    capsule = _capsule_with_null_deleter(np.zeros(4, np.float32), keep, device_type=8)  # Metal
+    with pytest.raises(BufferError, match="CPU \\(1\\) or CUDA \\(2\\) devices, not DLPack device type 8"):
+        cuxla.from_dlpack(capsule)
+    name = ctypes.pythonapi.PyCapsule_GetName
+    name.restype, name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    assert name(capsule) == b"dltensor_versioned", "its owner keeps the tensor"
 
 
 def test_out_of_memory_is_a_memory_error_and_the_client_still_works(client):
