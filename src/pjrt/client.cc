@@ -163,22 +163,11 @@ intptr_t ClientState::ExternalReadyStream(const Device& device, intptr_t produce
 
 std::shared_ptr<const Executable> ClientState::InternalProgram(std::string_view program,
                                                                const Device& device) const {
-  std::string key = std::to_string(device.id);
-  key.push_back('\0');
-  key.append(program);
-  std::lock_guard<std::mutex> lock(internal_mutex_);
-  auto it = internal_programs_.find(key);
-  if (it != internal_programs_.end()) return it->second;
-  // Programs are keyed by shapes and strides, so a process importing many
-  // kinds of strided tensors would make many: keep at most this many (those
-  // in use live on through their shared_ptrs).
-  constexpr size_t kMaxInternalPrograms = 256;
-  if (internal_programs_.size() >= kMaxInternalPrograms) internal_programs_.clear();
-  // Non-owning: a shared_ptr with no control block, pointing at this state.
-  std::shared_ptr<const ClientState> self(std::shared_ptr<const ClientState>(), this);
-  auto executable = Executable::Compile(std::move(self), program, device);
-  internal_programs_.emplace(std::move(key), executable);
-  return executable;
+  return internal_programs_.Get(program, device, [&] {
+    // Non-owning: a shared_ptr with no control block, pointing at this state.
+    std::shared_ptr<const ClientState> self(std::shared_ptr<const ClientState>(), this);
+    return Executable::Compile(std::move(self), program, device);
+  });
 }
 
 std::shared_ptr<Client> Client::Create(std::shared_ptr<const pjrt::Plugin> plugin,
@@ -264,15 +253,7 @@ Array Client::FromHost(const HostBuffer& host, const Device& device) const {
 }
 
 std::shared_ptr<const Executable> Client::Compile(std::string_view program, const Device& device) {
-  std::string key = std::to_string(device.id);
-  key.push_back('\0');
-  key.append(program);
-  std::lock_guard<std::mutex> lock(cache_mutex_);
-  auto it = cache_.find(key);
-  if (it != cache_.end()) return it->second;
-  auto executable = Executable::Compile(state_, program, device);
-  cache_.emplace(std::move(key), executable);
-  return executable;
+  return cache_.Get(program, device, [&] { return Executable::Compile(state_, program, device); });
 }
 
 }  // namespace cuxla

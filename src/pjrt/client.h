@@ -50,6 +50,32 @@ struct MemoryStats {
   std::optional<int64_t> pool_bytes;
 };
 
+// Executables by device and program text, compiled on first use; with a
+// capacity, emptied when full (executables in use live on through their
+// shared_ptrs).
+class ExecutableCache {
+ public:
+  explicit ExecutableCache(size_t capacity = 0) : capacity_(capacity) {}
+  template <class Compile>
+  std::shared_ptr<const Executable> Get(std::string_view program, const Device& device, Compile compile) {
+    std::string key = std::to_string(device.id);
+    key.push_back('\0');
+    key.append(program);
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = entries_.find(key);
+    if (it != entries_.end()) return it->second;
+    if (capacity_ != 0 && entries_.size() >= capacity_) entries_.clear();
+    auto executable = compile();
+    entries_.emplace(std::move(key), executable);
+    return executable;
+  }
+
+ private:
+  size_t capacity_;  // 0: unbounded
+  std::mutex mutex_;
+  std::unordered_map<std::string, std::shared_ptr<const Executable>> entries_;
+};
+
 // What every object made by a client needs, shared by the client, its arrays
 // and its executables so that the PJRT client is destroyed after all of them.
 struct ClientState {
@@ -79,9 +105,10 @@ struct ClientState {
                                                     const Device& device) const;
 
  private:
-  mutable std::mutex internal_mutex_;
-  // Declared after `client`, so destroyed before the PJRT client that made them.
-  mutable std::unordered_map<std::string, std::shared_ptr<const Executable>> internal_programs_;
+  // Keyed by shapes and strides, so a process importing many kinds of
+  // strided tensors makes many: bounded. Declared after `client`, so
+  // destroyed before the PJRT client that made them.
+  mutable ExecutableCache internal_programs_{256};
 };
 
 // Host data to copy to a device: a pointer valid for the duration of the copy.
@@ -134,8 +161,7 @@ class Client {
 
   std::shared_ptr<const ClientState> state_;
   ClientOptions options_;
-  std::mutex cache_mutex_;
-  std::unordered_map<std::string, std::shared_ptr<const Executable>> cache_;
+  ExecutableCache cache_;
 };
 
 }  // namespace cuxla
