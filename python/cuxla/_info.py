@@ -48,6 +48,32 @@ def _platform_report(platform: str) -> bool:
     return True
 
 
+def _version(module: str) -> str | None:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(module)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _frameworks_report() -> None:
+    """What the PyTorch side of cuxla will use, and why not when missing."""
+    print("\n[frameworks]")
+    torch_version = _version("torch")
+    if torch_version is None:
+        print("  torch: not installed (cuxla.torch and the torch.compile backend need it)")
+    else:
+        import torch
+
+        fast = hasattr(torch.Tensor, "__dlpack_c_exchange_api__")
+        print(f"  torch {torch_version}: DLPack C exchange API "
+              + ("found (fast handoffs)" if fast else "absent (PyTorch < 2.10: handoffs go through __dlpack__)"))
+    for name, use in (("torchax", "torch.compile(backend='cuxla') lowering"), ("jax", "torchax, and bench comparisons")):
+        version = _version(name)
+        print(f"  {name}: " + (version if version else f"not installed (needed for {use})"))
+
+
 def report(only: str | None = None) -> int:
     major, minor = _cuxla.PJRT_HEADER_VERSION
     print(f"cuxla {cuxla.__version__}, built against PJRT C API {major}.{minor}")
@@ -59,6 +85,7 @@ def report(only: str | None = None) -> int:
         print(f"CUDA driver: not available ({driver['why_not']})")
     platforms = [only] if only else list(_cuxla.known_platforms())
     usable = [p for p in platforms if _platform_report(p)]
+    _frameworks_report()
     default = "cuda" if driver["available"] and "cuda" in usable else "cpu"
     print(f"\ndefault platform: {default if default in usable else 'none usable'}")
     return 0 if usable else 1
