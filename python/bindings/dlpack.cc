@@ -292,10 +292,11 @@ void RegisterDLPack(nb::module_& m, nb::class_<Array>& array) {
     for (nb::handle t : tensors) inputs.push_back(ImportObject(t, target, std::nullopt, &batch));
     std::vector<const Array*> args;
     for (const Array& a : inputs) args.push_back(&a);
+    const Executable::Call call = executable.Prepare(args);
     std::vector<Array> outputs;
     {
       nb::gil_scoped_release release;
-      outputs = executable.Execute(args);
+      outputs = executable.Run(call);
     }
     nb::list result;
     for (const Array& out : outputs) result.append(ExportTo(out, type));

@@ -25,15 +25,15 @@ using cuxla::Executable;
 
 namespace cuxla::bindings {
 
-nb::object NumpyDType(DType dtype) {
-  // Leaked on purpose: no Python object may be destroyed after finalization.
-  static nb::handle np_dtype = [] {
-    nb::module_::import_("ml_dtypes");
-    nb::object dtype = nb::module_::import_("numpy").attr("dtype");
-    return dtype.release();
-  }();
-  return np_dtype(std::string(DTypeName(dtype)));
-}
+namespace {
+// numpy.dtype, set once at module import. Not a function-local static: its
+// initialisation would import Python modules under C++'s static-init lock,
+// and a second thread waiting on that lock while holding the GIL would
+// deadlock the first. Leaked: no Python object may outlive finalization.
+nb::handle numpy_dtype;
+}  // namespace
+
+nb::object NumpyDType(DType dtype) { return numpy_dtype(std::string(DTypeName(dtype))); }
 
 }  // namespace cuxla::bindings
 
@@ -62,6 +62,8 @@ NB_MODULE(_cuxla, m) {
   // caches hold compiled graphs and so their Executables); nanobind would
   // report each of them as a leak.
   nb::set_leak_warnings(false);
+  nb::module_::import_("ml_dtypes");  // registers bfloat16 and the float8s with NumPy
+  numpy_dtype = nb::module_::import_("numpy").attr("dtype").inc_ref();
 
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
@@ -247,10 +249,13 @@ NB_MODULE(_cuxla, m) {
         }
         for (size_t i = 0, next = 0; i < args.size(); ++i)
           if (arrays[i] == nullptr) arrays[i] = &imported[next++];
+        // Prepared with the GIL held: no other Python thread can delete an
+        // argument between the checks and the holds.
+        const Executable::Call call = e.Prepare(arrays);
         std::vector<Array> outputs;
         {
           nb::gil_scoped_release release;
-          outputs = e.Execute(arrays);
+          outputs = e.Run(call);
         }
         nb::list result;
         for (Array& out : outputs) result.append(nb::cast(std::move(out)));

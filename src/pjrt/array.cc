@@ -196,9 +196,11 @@ int64_t Array::size() const noexcept {
 
 int64_t Array::nbytes() const noexcept { return size() * static_cast<int64_t>(DTypeSize(dtype_)); }
 
-PJRT_Buffer* Array::buffer() const {
+PJRT_Buffer* Array::buffer() const { return shared_buffer().get(); }
+
+std::shared_ptr<PJRT_Buffer> Array::shared_buffer() const {
   if (buffer_ == nullptr) throw Error(ErrorKind::kRuntime, "Array has been deleted");
-  return buffer_.get();
+  return buffer_;
 }
 
 void Array::CopyToHost(void* dst, size_t dst_size) const {

@@ -80,6 +80,8 @@ class Array {
   bool is_deleted() const noexcept { return buffer_ == nullptr; }
   // The live buffer; throws a RuntimeError-kind Error after Delete().
   PJRT_Buffer* buffer() const;
+  // The same, held: it stays alive while the result does.
+  std::shared_ptr<PJRT_Buffer> shared_buffer() const;
   const std::shared_ptr<const ClientState>& state() const noexcept { return state_; }
 
   // A hold on the device memory for another framework (DLPack export): the

@@ -87,16 +87,16 @@ Executable::Executable(std::shared_ptr<const ClientState> state, pjrt::LoadedExe
   if (!described) shape_.results.clear();
 }
 
-std::vector<Array> Executable::Execute(std::span<const Array* const> args) const {
-  const pjrt::Api& api = state_->api();
+Executable::Call Executable::Prepare(std::span<const Array* const> args) const {
   const std::vector<pjrt::HloShape>& parameters = shape_.parameters;
   if (args.size() != parameters.size())
     throw Error(ErrorKind::kValue, "the program takes " + std::to_string(parameters.size()) +
                                        " arguments, " + std::to_string(args.size()) + " given");
-  std::vector<PJRT_Buffer*> buffers;
-  buffers.reserve(args.size());
-  std::vector<Array> relaid;  // row-major copies of arguments in other layouts
-  relaid.reserve(args.size());
+  Call call;
+  call.buffers.reserve(args.size());
+  // Outputs belong to the arguments' client: the same as state_, which for an
+  // internal program (ClientState::InternalProgram) does not own the client.
+  call.owner = args.empty() ? state_ : args.front()->state();
   for (size_t i = 0; i < args.size(); ++i) {
     const Array& arg = *args[i];
     if (arg.state()->client.get() != state_->client.get())
@@ -116,8 +116,16 @@ std::vector<Array> Executable::Execute(std::span<const Array* const> args) const
                       DimsText(expected.dims));
     // The program reads its parameters row-major (cuxla compiles with default
     // layouts); a view in another layout is copied into that order first.
-    buffers.push_back(arg.is_row_major() ? arg.buffer() : relaid.emplace_back(RowMajor(arg)).buffer());
+    call.buffers.push_back(arg.is_row_major() ? arg.shared_buffer() : RowMajor(arg).shared_buffer());
   }
+  return call;
+}
+
+std::vector<Array> Executable::Run(const Call& call) const {
+  const pjrt::Api& api = state_->api();
+  std::vector<PJRT_Buffer*> buffers;
+  buffers.reserve(call.buffers.size());
+  for (const auto& buffer : call.buffers) buffers.push_back(buffer.get());
 
   PJRT_ExecuteOptions options = CUXLA_PJRT_ARGS(PJRT_ExecuteOptions);
   std::vector<PJRT_Buffer*> outputs(num_outputs_, nullptr);
@@ -137,9 +145,7 @@ std::vector<Array> Executable::Execute(std::span<const Array* const> args) const
   std::vector<pjrt::BufferPtr> owned;
   owned.reserve(outputs.size());
   for (PJRT_Buffer* buffer : outputs) owned.emplace_back(buffer, pjrt::BufferDestroy{&api});
-  // Outputs belong to the arguments' client: the same as state_, which for an
-  // internal program (ClientState::InternalProgram) does not own the client.
-  const std::shared_ptr<const ClientState>& owner = args.empty() ? state_ : args.front()->state();
+  const std::shared_ptr<const ClientState>& owner = call.owner;
   std::vector<Array> result;
   result.reserve(owned.size());
   for (size_t i = 0; i < owned.size(); ++i) {

@@ -24,10 +24,23 @@ class Executable {
   static std::shared_ptr<const Executable> Compile(std::shared_ptr<const ClientState> state,
                                                    std::string_view program, const Device& device);
 
-  // Runs on `args` (all on this executable's device, matching the program's
+  // The arguments of one execution, checked and held: what Run needs, and
+  // nothing it reads from the Arrays themselves, so that an Array deleted
+  // meanwhile (another thread, without the GIL) cannot pull a buffer away.
+  struct Call {
+    std::vector<std::shared_ptr<PJRT_Buffer>> buffers;
+    std::shared_ptr<const ClientState> owner;  // the arguments' client
+  };
+
+  // Checks `args` (all on this executable's device, matching the program's
   // parameters in number, dtype and shape; ValueError-kind Error otherwise)
-  // and returns the outputs, which become ready asynchronously.
-  std::vector<Array> Execute(std::span<const Array* const> args) const;
+  // and holds their buffers; a view in another layout than row-major is
+  // copied into row-major on the device first.
+  Call Prepare(std::span<const Array* const> args) const;
+  // Runs on a prepared call and returns the outputs, which become ready
+  // asynchronously.
+  std::vector<Array> Run(const Call& call) const;
+  std::vector<Array> Execute(std::span<const Array* const> args) const { return Run(Prepare(args)); }
 
   const std::string& name() const noexcept { return name_; }
   size_t num_outputs() const noexcept { return num_outputs_; }

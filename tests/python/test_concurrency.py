@@ -80,3 +80,32 @@ def test_soak_of_mixed_dtypes_ranks_and_layouts_keeps_memory_flat(tdev):
     assert growth < 32 * 2**20, f"host RSS grew {growth / 2**20:.1f} MiB over {SOAK_CYCLES} cycles"
     if tdev == "cuda":
         assert torch.cuda.memory_allocated() == allocated
+
+
+def test_deleting_an_array_while_other_threads_execute_on_it(client, tdev):
+    # Each call either ran on the array (right result) or found it deleted.
+    axpy = cuxla.compile(AXPY, client=client)
+    a = cuxla.from_dlpack(torch.tensor(2.0, device=tdev))
+    y = cuxla.from_dlpack(torch.zeros(256, device=tdev))
+    outcomes = {"ran": 0, "deleted": 0, "wrong": 0}
+
+    def work(_):
+        for _ in range(300):
+            x = cuxla.from_dlpack(torch.ones(256, device=tdev))
+            try:
+                (out,) = axpy(a, x, y)
+            except RuntimeError as error:
+                assert "deleted" in str(error)
+                outcomes["deleted"] += 1
+                continue
+            outcomes["ran"] += 1
+            outcomes["wrong"] += int(not np.all(out.numpy() == 2.0))
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        futures = [pool.submit(work, i) for i in range(8)]
+        while outcomes["ran"] < 50:
+            pass
+        a.delete()
+        for f in futures:
+            f.result()
+    assert outcomes["wrong"] == 0 and outcomes["ran"] >= 50 and outcomes["deleted"] > 0, outcomes
