@@ -121,6 +121,10 @@ Executable::Call Executable::Prepare(std::span<const Array* const> args) const {
   return call;
 }
 
+std::vector<Array> Executable::Execute(std::span<const Array* const> args) const {
+  return Run(Prepare(args));
+}
+
 std::vector<Array> Executable::Run(const Call& call) const {
   const pjrt::Api& api = state_->api();
   std::vector<PJRT_Buffer*> buffers;

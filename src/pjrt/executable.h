@@ -40,7 +40,7 @@ class Executable {
   // Runs on a prepared call and returns the outputs, which become ready
   // asynchronously.
   std::vector<Array> Run(const Call& call) const;
-  std::vector<Array> Execute(std::span<const Array* const> args) const { return Run(Prepare(args)); }
+  std::vector<Array> Execute(std::span<const Array* const> args) const;
 
   const std::string& name() const noexcept { return name_; }
   size_t num_outputs() const noexcept { return num_outputs_; }
