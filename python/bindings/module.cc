@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "bindings.h"
-#include "cuda/driver.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -88,7 +87,7 @@ NB_MODULE(_cuxla, m) {
   }();
 
   m.def("cuda_driver", [] {
-    const cuxla::cuda::DriverStatus& s = cuxla::cuda::Driver();
+    const cuxla::cuda::DriverStatus& s = cuxla::pjrt::CudaDriver();
     nb::dict d;
     d["available"] = s.available;
     d["version"] = s.version;

@@ -8,8 +8,6 @@
 #include <mutex>
 #include <string>
 
-#include "cuda/driver.h"
-
 namespace cuxla::pjrt {
 namespace {
 
@@ -174,6 +172,8 @@ PluginSearch FindPlugin(std::string_view platform, const std::vector<std::string
   return search;
 }
 
+const cuda::DriverStatus& CudaDriver() noexcept { return cuda::Driver(); }
+
 PluginChoice ChoosePlugin(const std::string& platform, const std::string& plugin_path,
                           const std::vector<std::string>& package_dirs) {
   if (!plugin_path.empty()) {
@@ -184,7 +184,7 @@ PluginChoice ChoosePlugin(const std::string& platform, const std::string& plugin
   }
   std::string chosen = platform;
   if (chosen.empty()) {
-    const bool gpu = cuda::Driver().available && FindPlugin("cuda", package_dirs).found;
+    const bool gpu = CudaDriver().available && FindPlugin("cuda", package_dirs).found;
     chosen = gpu ? "cuda" : "cpu";
   }
   PluginSearch search = FindPlugin(chosen, package_dirs);

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "cuda/driver.h"
 #include "pjrt/api.h"
 #include "xla/pjrt/c/pjrt_c_api_stream_extension.h"
 
@@ -58,6 +59,10 @@ std::optional<std::string> PlatformOfPluginFile(std::string_view path);
 // then each known package layout under each of `package_dirs` (e.g. Python's
 // sys.path). Only checks that the file exists; Load() tells if it works.
 PluginSearch FindPlugin(std::string_view platform, const std::vector<std::string>& package_dirs);
+
+// The CUDA driver as found at run time (with the reason when it is not):
+// what ChoosePlugin's default platform depends on.
+const cuda::DriverStatus& CudaDriver() noexcept;
 
 // The plugin a client is made from.
 struct PluginChoice {
