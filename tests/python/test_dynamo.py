@@ -42,9 +42,14 @@ def test_training_matches_eager_at_every_step(tdev, name):
     assert compiled[-1] < compiled[0], "the loss went down"
     report = cuxla.dynamo.report()
     assert report["xla_programs"] >= 2, report  # forward and backward
+    memory = ""
+    if tdev == "cuda":
+        xla = cuxla._client.client_for_platform("cuda").memory_stats() or {}
+        memory = (f", peak memory: torch {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB, "
+                  f"XLA {(xla.get('peak_bytes_in_use') or 0) / 2**30:.2f} GiB")
     print(f"{name}({size}) on {tdev}: eager {eager[0]:.4f} -> {eager[-1]:.4f}, "
           f"cuxla {compiled[0]:.4f} -> {compiled[-1]:.4f}, worst relative difference {worst:.1e}, "
-          f"lowering {report['lowering_s']:.2f} s, compile {report['compile_s']:.2f} s")
+          f"lowering {report['lowering_s']:.2f} s, compile {report['compile_s']:.2f} s{memory}")
 
 
 class WithNoise(torch.nn.Module):
