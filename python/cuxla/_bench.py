@@ -272,26 +272,35 @@ def train(models: list[str], backends: list[str], steps: int, out_dir: str) -> i
             steady = statistics.median(times[2:]) if len(times) > 2 else times[-1]
             row = {"model": name, "backend": backend, "first_step_s": times[0], "step_ms": steady * 1e3,
                    "compile_s": max(times[0] - steady, 0.0), "final_loss": losses[-1],
-                   "peak_torch_gib": torch.cuda.max_memory_allocated() / 2**30 if cuda else None}
+                   "peak_torch_gib": torch.cuda.max_memory_allocated() / 2**30 if cuda else None,
+                   # XLA's peak since its client started (the backends share it).
+                   "peak_xla_gib": _xla_peak_gib() if cuda else None}
             rows.append(row)
             print(f"  {name:5s} {backend:9s} step {row['step_ms']:9.2f} ms   compile {row['compile_s']:7.2f} s   "
                   f"loss {losses[0]:.4f} -> {losses[-1]:.4f}"
-                  + (f"   peak torch memory {row['peak_torch_gib']:.2f} GiB" if cuda else ""), flush=True)
+                  + (f"   peak memory torch {row['peak_torch_gib']:.2f} GiB, XLA {row['peak_xla_gib']:.2f} GiB"
+                     if cuda else ""), flush=True)
             del workload
     _write_train(rows, card, pathlib.Path(out_dir))
     return 0
+
+
+def _xla_peak_gib() -> float:
+    stats = cuxla._client.client_for_platform("cuda").memory_stats() or {}
+    return (stats.get("peak_bytes_in_use") or 0) / 2**30
 
 
 def _write_train(rows: list[dict], card: str, out_dir: pathlib.Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "train.json").write_text(json.dumps({"device": card, "rows": rows}, indent=1))
     lines = [f"Training step and compile time on {card}", "",
-             "| model | backend | step (ms, p50) | compile (s) | final loss | peak torch memory (GiB) |",
-             "|---|---|---|---|---|---|"]
+             "| model | backend | step (ms, p50) | compile (s) | final loss | peak torch memory (GiB) | XLA peak so far (GiB) |",
+             "|---|---|---|---|---|---|---|"]
     for r in rows:
         peak = "-" if r["peak_torch_gib"] is None else f"{r['peak_torch_gib']:.2f}"
+        xla = "-" if r["peak_xla_gib"] is None else f"{r['peak_xla_gib']:.2f}"
         lines.append(f"| {r['model']} | {r['backend']} | {r['step_ms']:.2f} | {r['compile_s']:.2f} | "
-                     f"{r['final_loss']:.4f} | {peak} |")
+                     f"{r['final_loss']:.4f} | {peak} | {xla} |")
     (out_dir / "train.md").write_text("\n".join(lines) + "\n")
 
     import matplotlib
