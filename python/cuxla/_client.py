@@ -1,6 +1,7 @@
 """Clients, the default client, and host data to device arrays."""
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
@@ -91,10 +92,15 @@ def client_for_platform(platform: str) -> Client:
         return _platform_clients[platform]
 
 
+@functools.cache
+def _default_platform() -> str:
+    platform, _ = _cuxla.choose_plugin("", "", package_dirs())
+    return platform
+
+
 def default_client() -> Client:
     """The client made on first use: CUDA if a GPU and its plugin are there, else CPU."""
-    platform, _ = _cuxla.choose_plugin("", "", package_dirs())
-    return client_for_platform(platform)
+    return client_for_platform(_default_platform())
 
 
 def devices() -> list[_cuxla.Device]:
