@@ -1,10 +1,20 @@
-// cuxla/cuxla.h — the whole C++ API: plugins, clients, devices, arrays and
-// executables over the PJRT C API.
+// cuxla/cuxla.h — the whole C++ API: plugins, clients, devices, arrays,
+// executables over the PJRT C API, and the DLPack import/export calls.
 #pragma once
 
 #include "cuxla/error.h"
+#include "interop/export.h"
+#include "interop/import.h"
 #include "pjrt/array.h"
 #include "pjrt/client.h"
 #include "pjrt/dtype.h"
 #include "pjrt/executable.h"
 #include "pjrt/plugin.h"
+
+namespace cuxla {
+
+// The two core calls (DESIGN.md), over DLManagedTensorVersioned.
+using interop::ExportDLPack;
+using interop::ImportDLPack;
+
+}  // namespace cuxla
