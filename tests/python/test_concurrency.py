@@ -53,7 +53,7 @@ def _rss() -> int:
 SOAK_CYCLES = int(os.environ.get("CUXLA_SOAK_CYCLES", "100000"))
 
 
-def test_soak_of_mixed_dtypes_ranks_and_layouts_keeps_memory_flat(tdev):
+def test_soak_of_mixed_dtypes_ranks_and_layouts_keeps_memory_flat(client, tdev):
     rng = np.random.default_rng(0)
     dtypes = [torch.float32, torch.bfloat16, torch.int64, torch.bool, torch.complex64, torch.uint8]
     shapes = [(), (7,), (3, 5), (2, 3, 4), (0, 3)]
@@ -72,14 +72,22 @@ def test_soak_of_mixed_dtypes_ranks_and_layouts_keeps_memory_flat(tdev):
                 a.delete()
             del a, back
 
+    def xla_in_use():  # the strided tensors' compact copies live in XLA's memory
+        return (client.memory_stats() or {}).get("bytes_in_use") if tdev == "cuda" else None
+
     cycles(2000)
     before = _rss()
     allocated = torch.cuda.memory_allocated() if tdev == "cuda" else 0
+    xla_before = xla_in_use()
     cycles(SOAK_CYCLES)
     growth = _rss() - before
+    print(f"{SOAK_CYCLES} cycles: host RSS {before / 2**20:.1f} -> {_rss() / 2**20:.1f} MiB"
+          + (f", torch {allocated} -> {torch.cuda.memory_allocated()} B, XLA {xla_before} -> {xla_in_use()} B"
+             if tdev == "cuda" else ""))
     assert growth < 32 * 2**20, f"host RSS grew {growth / 2**20:.1f} MiB over {SOAK_CYCLES} cycles"
     if tdev == "cuda":
         assert torch.cuda.memory_allocated() == allocated
+        assert xla_in_use() == xla_before
 
 
 def test_deleting_an_array_while_other_threads_execute_on_it(client, tdev):
