@@ -1,5 +1,6 @@
 // cuxla/cuxla.h — the whole C++ API: plugins, clients, devices, arrays,
-// executables over the PJRT C API, and the DLPack import/export calls.
+// executables (one device, or SPMD over a mesh) and sharded arrays over the
+// PJRT C API, and the DLPack import/export calls.
 #pragma once
 
 #include "cuxla/error.h"
@@ -10,6 +11,8 @@
 #include "pjrt/dtype.h"
 #include "pjrt/executable.h"
 #include "pjrt/plugin.h"
+#include "pjrt/sharded_array.h"
+#include "pjrt/sharding.h"
 
 namespace cuxla {
 

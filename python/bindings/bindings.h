@@ -58,4 +58,7 @@ Array ImportObject(nb::handle object, const ImportTarget& target, std::optional<
 // fast paths (export_to, call_with).
 void RegisterDLPack(nb::module_& m, nb::class_<Array>& array);
 
+// Mesh, ShardedArray, shard, SPMD compilation and execution (sharding.cc).
+void RegisterSharding(nb::module_& m, nb::class_<Executable>& executable);
+
 }  // namespace cuxla::bindings

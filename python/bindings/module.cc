@@ -136,12 +136,13 @@ NB_MODULE(_cuxla, m) {
       .def_static("create", [](const std::string& path, const std::string& platform,
                                std::optional<bool> preallocate, std::optional<double> memory_fraction,
                                std::optional<std::string> allocator,
-                               std::vector<int64_t> visible_devices) {
-        cuxla::ClientOptions options{preallocate, memory_fraction, allocator, std::move(visible_devices)};
+                               std::vector<int64_t> visible_devices, std::optional<int64_t> device_count) {
+        cuxla::ClientOptions options{preallocate, memory_fraction, allocator, std::move(visible_devices),
+                                     device_count};
         nb::gil_scoped_release release;
         return Client::Create(path, platform, options);
       }, "plugin"_a, "platform"_a, "preallocate"_a.none(), "memory_fraction"_a.none(),
-         "allocator"_a.none(), "visible_devices"_a)
+         "allocator"_a.none(), "visible_devices"_a, "device_count"_a.none())
       .def_prop_ro("platform", &Client::platform)
       .def_prop_ro("platform_version", &Client::platform_version)
       .def_prop_ro("plugin", [](const Client& c) { return c.plugin().path(); })
@@ -153,6 +154,7 @@ NB_MODULE(_cuxla, m) {
         d["preallocate"] = c.options().preallocate;
         d["memory_fraction"] = c.options().memory_fraction;
         d["allocator"] = c.options().allocator;
+        d["device_count"] = c.options().device_count;
         return d;
       })
       .def("devices", [](const Client& c) {
@@ -224,7 +226,8 @@ NB_MODULE(_cuxla, m) {
 
   RegisterDLPack(m, array);
 
-  nb::class_<Executable>(m, "Executable")
+  nb::class_<Executable> executable(m, "Executable");
+  executable
       .def_prop_ro("name", &Executable::name)
       .def_prop_ro("num_outputs", &Executable::num_outputs)
       .def_prop_ro("device", [](const Executable& e) { return Wrap(e.state(), e.device()); })
@@ -260,4 +263,6 @@ NB_MODULE(_cuxla, m) {
         for (Array& out : outputs) result.append(nb::cast(std::move(out)));
         return nb::tuple(result);
       }, "Runs on cuxla Arrays or DLPack tensors; returns a tuple of Arrays.");
+
+  RegisterSharding(m, executable);
 }

@@ -24,7 +24,8 @@ class Client:
     else CPU. ``plugin`` is a path to a PJRT plugin, overriding discovery.
     The memory options apply to CUDA only; ``None`` means "from the
     environment (CUXLA_PREALLOCATE, CUXLA_MEM_FRACTION, CUXLA_ALLOCATOR), else
-    the default", and the default never preallocates.
+    the default", and the default never preallocates. ``device_count`` sets
+    a CPU client's number of devices (else CUXLA_CPU_DEVICE_COUNT, else 1).
     """
 
     def __init__(
@@ -36,12 +37,13 @@ class Client:
         memory_fraction: float | None = None,
         allocator: str | None = None,
         visible_devices: Iterable[int] | None = None,
+        device_count: int | None = None,
     ) -> None:
         chosen, path = _cuxla.choose_plugin(
             platform or "", os.fspath(plugin) if plugin is not None else "", package_dirs()
         )
         self._core = _cuxla._Client.create(
-            path, chosen, preallocate, memory_fraction, allocator, list(visible_devices or [])
+            path, chosen, preallocate, memory_fraction, allocator, list(visible_devices or []), device_count
         )
 
     @property
@@ -64,7 +66,7 @@ class Client:
 
     @property
     def options(self) -> dict[str, Any]:
-        """The memory options in force (after the environment)."""
+        """The options in force (after the environment)."""
         return self._core.options
 
     def devices(self) -> list[_cuxla.Device]:
@@ -124,8 +126,11 @@ def asarray(obj: Any, *, device: _cuxla.Device | None = None, client: Client | N
     return _cuxla._from_host(host.ctypes.data, host.dtype.name, list(host.shape), device)
 
 
-def compile(program: str | bytes, *, client: Client | None = None) -> _cuxla.Executable:
-    """Compile StableHLO (MLIR text or bytecode) for the client's first device.
+def compile(program: str | bytes, *, client: Client | None = None,
+            mesh: _cuxla.Mesh | None = None) -> _cuxla.Executable:
+    """Compile StableHLO (MLIR text or bytecode) for the client's first device,
+    or with ``mesh`` as an SPMD program with one partition per mesh device
+    (call it with ``call_sharded`` on ShardedArrays).
 
     The same program on the same client returns the same Executable.
     """
@@ -133,4 +138,21 @@ def compile(program: str | bytes, *, client: Client | None = None) -> _cuxla.Exe
         program = program.encode()
     if not isinstance(program, (bytes, bytearray, memoryview)):
         raise TypeError(f"program must be str or bytes, not {type(program).__name__}")
+    if mesh is not None:
+        if client is None:
+            client = client_for_platform(mesh.devices[0].platform)
+        return _cuxla._compile_for(client._core, bytes(program), mesh)
     return (client or default_client())._core._compile(bytes(program))
+
+
+def shard(parts: Iterable[Any], mesh: _cuxla.Mesh, spec: Iterable[str | None]) -> _cuxla.ShardedArray:
+    """One array split over ``mesh`` as ``spec`` says (per dimension, the mesh
+    axis it is split over, or None), from its shards: ``parts[i]``, a cuxla
+    Array or any DLPack tensor, is the tile of mesh device i, imported onto
+    that device (zero-copy when it is there already)."""
+    parts = list(parts)
+    devices = mesh.devices
+    if len(parts) != len(devices):
+        raise ValueError(f"{len(parts)} shards given for a mesh of {len(devices)} devices")
+    arrays = [p if isinstance(p, _cuxla.Array) else _cuxla.from_dlpack(p, device=d) for p, d in zip(parts, devices)]
+    return _cuxla._shard(arrays, mesh, list(spec))

@@ -46,12 +46,16 @@ std::string DeviceText(DLDevice device) {
   }
 }
 
-// The device `tensor` lives on, in `state`'s client.
-const Device& SourceDevice(const ClientState& state, DLDevice device) {
+// The device `tensor` lives on, in `state`'s client. Host memory is every
+// CPU device's: a CPU tensor bound for another CPU device of this client
+// lives there as much as on the first.
+const Device& SourceDevice(const ClientState& state, DLDevice device, const ImportOptions& options) {
   const DLDeviceType expected = state.platform == "cuda" ? kDLCUDA : kDLCPU;
   if (device.device_type != expected)
     Refuse("a tensor on " + DeviceText(device) + " cannot be imported into a '" + state.platform +
            "' client");
+  if (device.device_type == kDLCPU && options.target_device != nullptr && options.target_state.get() == &state)
+    return *options.target_device;
   return state.DeviceWithHardwareId(device.device_id);
 }
 
@@ -114,7 +118,7 @@ Array ImportDLPack(const std::shared_ptr<const ClientState>& state,
     Refuse("DLPack tensor with a negative dimension, shape " + TupleText(dims));
   const DType dtype = TensorDType(t.dtype);
   CheckExtent(dims, strides);
-  const Device& source = SourceDevice(*state, t.device);
+  const Device& source = SourceDevice(*state, t.device, options);
   const bool to_elsewhere = options.target_device != nullptr && options.target_device != &source;
   if (to_elsewhere && options.copy == CopyPolicy::kNever)
     Refuse("the tensor is on " + DeviceText(t.device) + ", not on the requested " +

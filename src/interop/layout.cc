@@ -39,10 +39,4 @@ std::optional<std::vector<int64_t>> MinorToMajor(std::span<const int64_t> dims,
   return order;
 }
 
-std::string TupleText(std::span<const int64_t> values) {
-  std::string text = "(";
-  for (size_t i = 0; i < values.size(); ++i) text += (i ? ", " : "") + std::to_string(values[i]);
-  return text + (values.size() == 1 ? ",)" : ")");
-}
-
 }  // namespace cuxla::interop

@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <optional>
 #include <span>
-#include <string>
 #include <vector>
 
 namespace cuxla::interop {
@@ -16,7 +15,5 @@ namespace cuxla::interop {
 std::optional<std::vector<int64_t>> MinorToMajor(std::span<const int64_t> dims,
                                                  std::span<const int64_t> strides);
 
-// "(2, 3)" — for error messages.
-std::string TupleText(std::span<const int64_t> values);
 
 }  // namespace cuxla::interop

@@ -7,6 +7,12 @@
 
 namespace cuxla {
 
+std::string TupleText(std::span<const int64_t> values) {
+  std::string text = "(";
+  for (size_t i = 0; i < values.size(); ++i) text += (i ? ", " : "") + std::to_string(values[i]);
+  return text + (values.size() == 1 ? ",)" : ")");
+}
+
 std::vector<int64_t> CompactStrides(std::span<const int64_t> dims,
                                     std::span<const int64_t> minor_to_major) {
   std::vector<int64_t> strides(dims.size());

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "pjrt/api.h"
@@ -12,6 +13,9 @@
 #include "pjrt/dtype.h"
 
 namespace cuxla {
+
+// "(2, 3)", "(5,)", "()": a shape or strides as Python spells a tuple, for messages.
+std::string TupleText(std::span<const int64_t> values);
 
 // Element strides of a compact tensor of `dims` laid out `minor_to_major`.
 std::vector<int64_t> CompactStrides(std::span<const int64_t> dims,

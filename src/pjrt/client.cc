@@ -31,6 +31,14 @@ bool ParseBool(const char* variable, const std::string& text) {
   BadOption(std::string(variable) + "='" + text + "' is not a boolean (use 1/0, true/false)");
 }
 
+int64_t ParseCount(const char* variable, const std::string& text) {
+  char* end = nullptr;
+  const long long value = std::strtoll(text.c_str(), &end, 10);
+  if (end == text.c_str() || *end != '\0')
+    BadOption(std::string(variable) + "='" + text + "' is not an integer");
+  return value;
+}
+
 double ParseFraction(const char* variable, const std::string& text) {
   char* end = nullptr;
   double value = std::strtod(text.c_str(), &end);
@@ -39,7 +47,16 @@ double ParseFraction(const char* variable, const std::string& text) {
   return value;
 }
 
-void Validate(const ClientOptions& options) {
+void Validate(const std::string& platform, const ClientOptions& options) {
+  const bool memory = options.preallocate || options.memory_fraction || options.allocator ||
+                      !options.visible_devices.empty();
+  if (memory && platform != "cuda")
+    BadOption("preallocate, memory_fraction, allocator and visible_devices apply to the cuda "
+              "platform only, not '" + platform + "'");
+  if (options.device_count && platform != "cpu")
+    BadOption("device_count applies to the cpu platform only, not '" + platform + "'");
+  if (options.device_count && *options.device_count < 1)
+    BadOption("device_count must be at least 1, got " + std::to_string(*options.device_count));
   if (options.memory_fraction &&
       !(*options.memory_fraction > 0.0 && *options.memory_fraction <= 1.0))
     BadOption("memory_fraction must be in (0, 1], got " + std::to_string(*options.memory_fraction));
@@ -50,8 +67,9 @@ void Validate(const ClientOptions& options) {
               *options.allocator + "'");
 }
 
-// PJRT named values pointing into `options`, which must outlive them.
-std::vector<PJRT_NamedValue> NamedValues(const ClientOptions& options) {
+// PJRT named values of `platform`'s plugin pointing into `options`, which
+// must outlive them.
+std::vector<PJRT_NamedValue> NamedValues(const std::string& platform, const ClientOptions& options) {
   std::vector<PJRT_NamedValue> values;
   auto add = [&](std::string_view name, PJRT_NamedValue_Type type) -> PJRT_NamedValue& {
     PJRT_NamedValue& value = values.emplace_back(CUXLA_PJRT_ARGS(PJRT_NamedValue));
@@ -61,6 +79,12 @@ std::vector<PJRT_NamedValue> NamedValues(const ClientOptions& options) {
     value.value_size = 1;
     return value;
   };
+  if (platform == "cpu") {
+    if (options.device_count)
+      add("cpu_device_count", PJRT_NamedValue_kInt64).int64_value = *options.device_count;
+    return values;
+  }
+  if (platform != "cuda") return values;
   add("preallocate", PJRT_NamedValue_kBool).bool_value = options.preallocate.value_or(false);
   if (options.memory_fraction)
     add("memory_fraction", PJRT_NamedValue_kFloat).float_value =
@@ -106,8 +130,14 @@ Device DescribeDevice(const pjrt::Api& api, PJRT_Device* handle, const std::stri
 
 }  // namespace
 
-ClientOptions ClientOptions::WithEnvironment() const {
+ClientOptions ClientOptions::WithEnvironment(std::string_view platform) const {
   ClientOptions merged = *this;
+  if (platform == "cpu") {
+    if (!merged.device_count)
+      if (auto text = Env("CUXLA_CPU_DEVICE_COUNT")) merged.device_count = ParseCount("CUXLA_CPU_DEVICE_COUNT", *text);
+    return merged;
+  }
+  if (platform != "cuda") return merged;
   if (!merged.preallocate)
     if (auto text = Env("CUXLA_PREALLOCATE")) merged.preallocate = ParseBool("CUXLA_PREALLOCATE", *text);
   if (!merged.memory_fraction)
@@ -119,7 +149,7 @@ ClientOptions ClientOptions::WithEnvironment() const {
 }
 
 bool ClientOptions::empty() const noexcept {
-  return !preallocate && !memory_fraction && !allocator && visible_devices.empty();
+  return !preallocate && !memory_fraction && !allocator && visible_devices.empty() && !device_count;
 }
 
 const Device& ClientState::DeviceOf(PJRT_Device* handle) const {
@@ -129,16 +159,10 @@ const Device& ClientState::DeviceOf(PJRT_Device* handle) const {
 }
 
 ClientOptions Client::ResolveOptions(const std::string& platform, const ClientOptions& options) {
-  if (platform != "cuda") {
-    if (!options.empty())
-      BadOption("preallocate, memory_fraction, allocator and visible_devices apply to the cuda "
-                "platform only, not '" + platform + "'");
-    return options;  // the environment configures CUDA clients only
-  }
-  ClientOptions resolved = options.WithEnvironment();
+  ClientOptions resolved = options.WithEnvironment(platform);
   // Never preallocate unless asked: PyTorch shares the card (DESIGN.md, "Memory").
-  resolved.preallocate = resolved.preallocate.value_or(false);
-  Validate(resolved);
+  if (platform == "cuda") resolved.preallocate = resolved.preallocate.value_or(false);
+  Validate(platform, resolved);
   return resolved;
 }
 
@@ -163,7 +187,8 @@ intptr_t ClientState::ExternalReadyStream(const Device& device, intptr_t produce
 
 std::shared_ptr<const Executable> ClientState::InternalProgram(std::string_view program,
                                                                const Device& device) const {
-  return internal_programs_.Get(program, device, [&] {
+  const Device* devices[] = {&device};
+  return internal_programs_.Get(program, devices, [&] {
     // Non-owning: a shared_ptr with no control block, pointing at this state.
     std::shared_ptr<const ClientState> self(std::shared_ptr<const ClientState>(), this);
     return Executable::Compile(std::move(self), program, device);
@@ -185,8 +210,7 @@ std::shared_ptr<Client> Client::Create(const std::string& plugin_path, const std
 std::shared_ptr<Client> Client::CreateResolved(std::shared_ptr<const pjrt::Plugin> plugin,
                                                const std::string& platform,
                                                ClientOptions resolved) {
-  const std::vector<PJRT_NamedValue> named =
-      platform == "cuda" ? NamedValues(resolved) : std::vector<PJRT_NamedValue>{};
+  const std::vector<PJRT_NamedValue> named = NamedValues(platform, resolved);
 
   const pjrt::Api& api = plugin->api();
   auto args = CUXLA_PJRT_ARGS(PJRT_Client_Create_Args);
@@ -253,7 +277,13 @@ Array Client::FromHost(const HostBuffer& host, const Device& device) const {
 }
 
 std::shared_ptr<const Executable> Client::Compile(std::string_view program, const Device& device) {
-  return cache_.Get(program, device, [&] { return Executable::Compile(state_, program, device); });
+  const Device* devices[] = {&device};
+  return Compile(program, devices);
+}
+
+std::shared_ptr<const Executable> Client::Compile(std::string_view program,
+                                                  std::span<const Device* const> devices) {
+  return cache_.Get(program, devices, [&] { return Executable::Compile(state_, program, devices); });
 }
 
 }  // namespace cuxla

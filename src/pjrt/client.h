@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -20,18 +21,21 @@ namespace cuxla {
 class Array;
 class Executable;
 
-// Options for a CUDA client (DESIGN.md, "Memory"). Unset fields fall back to
-// CUXLA_PREALLOCATE / CUXLA_MEM_FRACTION / CUXLA_ALLOCATOR, then to the
-// defaults: no preallocation, the plugin's own fraction and allocator.
+// Options for a client. The memory options are a CUDA client's (DESIGN.md,
+// "Memory"): unset, they fall back to CUXLA_PREALLOCATE / CUXLA_MEM_FRACTION
+// / CUXLA_ALLOCATOR, then to the defaults: no preallocation, the plugin's own
+// fraction and allocator. `device_count` is a CPU client's number of
+// devices (unset: CUXLA_CPU_DEVICE_COUNT, else the plugin's default, 1).
 struct ClientOptions {
   std::optional<bool> preallocate;
   std::optional<double> memory_fraction;  // in (0, 1]
   std::optional<std::string> allocator;   // "platform", "bfc", "cuda_async", "default"
   std::vector<int64_t> visible_devices;   // empty: all
+  std::optional<int64_t> device_count;    // CPU only, >= 1
 
-  // These options with the environment filled in for unset fields; throws a
-  // ValueError-kind Error naming a malformed variable or value.
-  ClientOptions WithEnvironment() const;
+  // These options with the environment of `platform` filled in for unset
+  // fields; throws a ValueError-kind Error naming a malformed variable or value.
+  ClientOptions WithEnvironment(std::string_view platform = "cuda") const;
   bool empty() const noexcept;
 };
 
@@ -50,15 +54,17 @@ struct MemoryStats {
   std::optional<int64_t> pool_bytes;
 };
 
-// Executables by device and program text, compiled on first use; with a
+// Executables by devices and program text, compiled on first use; with a
 // capacity, emptied when full (executables in use live on through their
 // shared_ptrs).
 class ExecutableCache {
  public:
   explicit ExecutableCache(size_t capacity = 0) : capacity_(capacity) {}
   template <class Compile>
-  std::shared_ptr<const Executable> Get(std::string_view program, const Device& device, Compile compile) {
-    std::string key = std::to_string(device.id);
+  std::shared_ptr<const Executable> Get(std::string_view program, std::span<const Device* const> devices,
+                                        Compile compile) {
+    std::string key;
+    for (const Device* device : devices) key += std::to_string(device->id) + ",";
     key.push_back('\0');
     key.append(program);
     std::lock_guard<std::mutex> lock(mutex_);
@@ -142,9 +148,11 @@ class Client {
   std::optional<MemoryStats> memory_stats(const Device& device) const;
 
   Array FromHost(const HostBuffer& host, const Device& device) const;
-  // Compiles StableHLO (MLIR text or bytecode) for `device`; the same program
-  // and device give the same Executable.
+  // Compiles StableHLO (MLIR text or bytecode) for `device`, or as an SPMD
+  // program with partition i on devices[i]; the same program and devices
+  // give the same Executable.
   std::shared_ptr<const Executable> Compile(std::string_view program, const Device& device);
+  std::shared_ptr<const Executable> Compile(std::string_view program, std::span<const Device* const> devices);
 
   const std::shared_ptr<const ClientState>& state() const noexcept { return state_; }
 

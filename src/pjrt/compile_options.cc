@@ -8,7 +8,9 @@ constexpr int kCompileOptionsExecutableBuildOptions = 3;
 constexpr int kBuildOptionsDeviceOrdinal = 1;
 constexpr int kBuildOptionsNumReplicas = 4;
 constexpr int kBuildOptionsNumPartitions = 5;
+constexpr int kBuildOptionsUseSpmdPartitioning = 6;
 constexpr int kBuildOptionsDeviceAssignment = 9;
+constexpr int kBuildOptionsUseShardyPartitioner = 19;
 constexpr int kDeviceAssignmentReplicaCount = 1;
 constexpr int kDeviceAssignmentComputationCount = 2;
 constexpr int kDeviceAssignmentComputationDevices = 3;
@@ -39,19 +41,25 @@ void PutMessage(std::string& out, int field, const std::string& message) {
 
 }  // namespace
 
-std::string SingleDeviceCompileOptions(int64_t device_id) {
-  std::string computation_device;
-  PutInt(computation_device, kComputationDeviceReplicaDeviceIds, device_id);
-
-  std::string assignment;
+std::string CompileOptions(std::span<const int64_t> device_ids) {
+  const auto partitions = static_cast<int64_t>(device_ids.size());
+  std::string assignment;  // replicas x partitions = 1 x N, one device per partition
   PutInt(assignment, kDeviceAssignmentReplicaCount, 1);
-  PutInt(assignment, kDeviceAssignmentComputationCount, 1);
-  PutMessage(assignment, kDeviceAssignmentComputationDevices, computation_device);
+  PutInt(assignment, kDeviceAssignmentComputationCount, partitions);
+  for (int64_t id : device_ids) {
+    std::string computation_device;
+    PutInt(computation_device, kComputationDeviceReplicaDeviceIds, id);
+    PutMessage(assignment, kDeviceAssignmentComputationDevices, computation_device);
+  }
 
   std::string build;
   PutInt(build, kBuildOptionsDeviceOrdinal, -1);  // -1: placed by the assignment
   PutInt(build, kBuildOptionsNumReplicas, 1);
-  PutInt(build, kBuildOptionsNumPartitions, 1);
+  PutInt(build, kBuildOptionsNumPartitions, partitions);
+  if (partitions > 1) {
+    PutInt(build, kBuildOptionsUseSpmdPartitioning, 1);
+    PutInt(build, kBuildOptionsUseShardyPartitioner, 1);
+  }
   PutMessage(build, kBuildOptionsDeviceAssignment, assignment);
 
   std::string options;

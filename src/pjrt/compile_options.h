@@ -3,12 +3,15 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 namespace cuxla::pjrt {
 
-// CompileOptionsProto for one replica and one partition placed on the device
-// whose global id is `device_id`, with an explicit device assignment.
-std::string SingleDeviceCompileOptions(int64_t device_id);
+// CompileOptionsProto for one replica and one partition per device of
+// `device_ids` (global ids; partition i on device_ids[i]), with an explicit
+// device assignment. Several partitions make an SPMD program partitioned
+// by Shardy, which reads both Shardy and GSPMD (mhlo.sharding) annotations.
+std::string CompileOptions(std::span<const int64_t> device_ids);
 
 }  // namespace cuxla::pjrt

@@ -1,6 +1,7 @@
 #include "pjrt/executable.h"
 
 #include <algorithm>
+#include <atomic>
 #include <string>
 
 #include "pjrt/array.h"
@@ -10,15 +11,10 @@
 namespace cuxla {
 namespace {
 
-std::string DimsText(const std::vector<int64_t>& dims) {
-  std::string text = "(";
-  for (size_t i = 0; i < dims.size(); ++i) text += (i ? ", " : "") + std::to_string(dims[i]);
-  return text + (dims.size() == 1 ? ",)" : ")");
-}
-
 // The optimized program's entry shape (PJRT offers no other way to learn the
 // parameters).
-pjrt::ProgramShape OptimizedProgramShape(const pjrt::Api& api, PJRT_Executable* executable) {
+pjrt::ProgramShape OptimizedProgramShape(const pjrt::Api& api, PJRT_Executable* executable,
+                                         size_t partitions) {
   PJRT_Program program = CUXLA_PJRT_ARGS(PJRT_Program);
   static constexpr std::string_view kHlo = "hlo";
   program.format = kHlo.data();
@@ -30,7 +26,7 @@ pjrt::ProgramShape OptimizedProgramShape(const pjrt::Api& api, PJRT_Executable* 
   std::string code(program.code_size, '\0');
   program.code = code.data();
   CUXLA_PJRT_CALL(api, PJRT_Executable_OptimizedProgram, &args);
-  return pjrt::EntryProgramShape(std::string_view(program.format, program.format_size), code);
+  return pjrt::EntryProgramShape(std::string_view(program.format, program.format_size), code, partitions);
 }
 
 }  // namespace
@@ -38,10 +34,26 @@ pjrt::ProgramShape OptimizedProgramShape(const pjrt::Api& api, PJRT_Executable* 
 std::shared_ptr<const Executable> Executable::Compile(std::shared_ptr<const ClientState> state,
                                                       std::string_view program,
                                                       const Device& device) {
+  const Device* devices[] = {&device};
+  return Compile(std::move(state), program, devices);
+}
+
+std::shared_ptr<const Executable> Executable::Compile(std::shared_ptr<const ClientState> state,
+                                                      std::string_view program,
+                                                      std::span<const Device* const> devices) {
   if (program.empty()) throw Error(ErrorKind::kValue, "cannot compile an empty program");
+  if (devices.empty()) throw Error(ErrorKind::kValue, "cannot compile for no device");
   const pjrt::Api& api = state->api();
-  // The client's own record of the device; throws for another client's device.
-  const Device& placed = state->DeviceOf(device.handle);
+  // The client's own records of the devices; throws for another client's device.
+  std::vector<const Device*> placed;
+  std::vector<int64_t> ids;
+  for (const Device* device : devices) {
+    const Device& own = state->DeviceOf(device->handle);
+    if (std::find(placed.begin(), placed.end(), &own) != placed.end())
+      throw Error(ErrorKind::kValue, "device " + std::to_string(own.id) + " is given twice");
+    placed.push_back(&own);
+    ids.push_back(own.id);
+  }
   static constexpr std::string_view kFormat = "mlir";  // StableHLO text or bytecode
   PJRT_Program pjrt_program = CUXLA_PJRT_ARGS(PJRT_Program);
   // PJRT only reads `code` during compilation.
@@ -50,7 +62,7 @@ std::shared_ptr<const Executable> Executable::Compile(std::shared_ptr<const Clie
   pjrt_program.format = kFormat.data();
   pjrt_program.format_size = kFormat.size();
 
-  const std::string options = pjrt::SingleDeviceCompileOptions(placed.id);
+  const std::string options = pjrt::CompileOptions(ids);
   auto args = CUXLA_PJRT_ARGS(PJRT_Client_Compile_Args);
   args.client = state->client.get();
   args.program = &pjrt_program;
@@ -58,12 +70,12 @@ std::shared_ptr<const Executable> Executable::Compile(std::shared_ptr<const Clie
   args.compile_options_size = options.size();
   CUXLA_PJRT_CALL(api, PJRT_Client_Compile, &args);
   pjrt::LoadedExecutablePtr loaded(args.executable, pjrt::LoadedExecutableDestroy{&api});
-  return std::make_shared<const Executable>(std::move(state), std::move(loaded), placed);
+  return std::make_shared<const Executable>(std::move(state), std::move(loaded), std::move(placed));
 }
 
 Executable::Executable(std::shared_ptr<const ClientState> state, pjrt::LoadedExecutablePtr loaded,
-                       const Device& device)
-    : state_(std::move(state)), loaded_(std::move(loaded)), device_(&device) {
+                       std::vector<const Device*> devices)
+    : state_(std::move(state)), loaded_(std::move(loaded)), devices_(std::move(devices)) {
   const pjrt::Api& api = state_->api();
   auto get_args = CUXLA_PJRT_ARGS(PJRT_LoadedExecutable_GetExecutable_Args);
   get_args.loaded_executable = loaded_.get();
@@ -79,7 +91,7 @@ Executable::Executable(std::shared_ptr<const ClientState> state, pjrt::LoadedExe
   out_args.executable = executable.get();
   CUXLA_PJRT_CALL(api, PJRT_Executable_NumOutputs, &out_args);
   num_outputs_ = out_args.num_outputs;
-  shape_ = OptimizedProgramShape(api, executable.get());
+  shape_ = OptimizedProgramShape(api, executable.get(), devices_.size());
   // Outputs are described from the results when these are complete.
   const bool described = shape_.results.size() == num_outputs_ &&
                          std::all_of(shape_.results.begin(), shape_.results.end(),
@@ -87,81 +99,104 @@ Executable::Executable(std::shared_ptr<const ClientState> state, pjrt::LoadedExe
   if (!described) shape_.results.clear();
 }
 
-Executable::Call Executable::Prepare(std::span<const Array* const> args) const {
+Executable::Call Executable::PreparePartitions(std::span<const std::vector<const Array*>> args) const {
+  if (args.size() != devices_.size())
+    throw Error(ErrorKind::kValue, "the program has " + std::to_string(devices_.size()) + " partitions, " +
+                                       std::to_string(args.size()) + " argument lists given");
   const std::vector<pjrt::HloShape>& parameters = shape_.parameters;
-  if (args.size() != parameters.size())
-    throw Error(ErrorKind::kValue, "the program takes " + std::to_string(parameters.size()) +
-                                       " arguments, " + std::to_string(args.size()) + " given");
   Call call;
-  call.buffers.reserve(args.size());
   // Outputs belong to the arguments' client: the same as state_, which for an
   // internal program (ClientState::InternalProgram) does not own the client.
-  call.owner = args.empty() ? state_ : args.front()->state();
-  for (size_t i = 0; i < args.size(); ++i) {
-    const Array& arg = *args[i];
-    if (arg.state()->client.get() != state_->client.get())
-      throw Error(ErrorKind::kValue, "argument " + std::to_string(i) +
-                                         " belongs to another client than the executable");
-    if (arg.device().id != device_->id)
-      throw Error(ErrorKind::kValue, "argument " + std::to_string(i) + " is on device " +
-                                         std::to_string(arg.device().id) +
-                                         ", the executable runs on device " +
-                                         std::to_string(device_->id));
-    const pjrt::HloShape& expected = parameters[i];
-    if (expected.dtype != arg.dtype() || expected.dims != arg.dims())
-      throw Error(ErrorKind::kValue,
-                  "argument " + std::to_string(i) + " is " + std::string(DTypeName(arg.dtype())) +
-                      DimsText(arg.dims()) + ", the program expects " +
-                      (expected.dtype ? std::string(DTypeName(*expected.dtype)) : "another type") +
-                      DimsText(expected.dims));
-    // The program reads its parameters row-major (cuxla compiles with default
-    // layouts); a view in another layout is copied into that order first.
-    call.buffers.push_back(arg.is_row_major() ? arg.shared_buffer() : RowMajor(arg).shared_buffer());
+  call.owner = args.front().empty() ? state_ : args.front().front()->state();
+  for (size_t p = 0; p < args.size(); ++p) {
+    const std::string where = devices_.size() > 1 ? " of partition " + std::to_string(p) : "";
+    if (args[p].size() != parameters.size())
+      throw Error(ErrorKind::kValue, "the program takes " + std::to_string(parameters.size()) +
+                                         " arguments, " + std::to_string(args[p].size()) + " given" + where);
+    std::vector<std::shared_ptr<PJRT_Buffer>>& buffers = call.buffers.emplace_back();
+    buffers.reserve(parameters.size());
+    for (size_t i = 0; i < parameters.size(); ++i) {
+      const Array& arg = *args[p][i];
+      const std::string name = "argument " + std::to_string(i) + where;
+      if (arg.state()->client.get() != state_->client.get())
+        throw Error(ErrorKind::kValue, name + " belongs to another client than the executable");
+      if (arg.device().id != devices_[p]->id)
+        throw Error(ErrorKind::kValue, name + " is on device " + std::to_string(arg.device().id) +
+                                           ", the program runs it on device " + std::to_string(devices_[p]->id));
+      const pjrt::HloShape& expected = parameters[i];
+      if (expected.dtype != arg.dtype() || expected.dims != arg.dims())
+        throw Error(ErrorKind::kValue,
+                    name + " is " + std::string(DTypeName(arg.dtype())) + TupleText(arg.dims()) +
+                        ", the program expects " +
+                        (expected.dtype ? std::string(DTypeName(*expected.dtype)) : "another type") +
+                        TupleText(expected.dims));
+      // The program reads its parameters row-major (cuxla compiles with default
+      // layouts); a view in another layout is copied into that order first.
+      buffers.push_back(arg.is_row_major() ? arg.shared_buffer() : RowMajor(arg).shared_buffer());
+    }
   }
   return call;
 }
 
-std::vector<Array> Executable::Execute(std::span<const Array* const> args) const {
-  return Run(Prepare(args));
-}
-
-std::vector<Array> Executable::Run(const Call& call) const {
+std::vector<std::vector<Array>> Executable::RunPartitions(const Call& call) const {
   const pjrt::Api& api = state_->api();
-  std::vector<PJRT_Buffer*> buffers;
-  buffers.reserve(call.buffers.size());
-  for (const auto& buffer : call.buffers) buffers.push_back(buffer.get());
+  const size_t partitions = call.buffers.size();
+  std::vector<std::vector<PJRT_Buffer*>> buffers(partitions);
+  std::vector<PJRT_Buffer* const*> argument_lists;
+  for (size_t p = 0; p < partitions; ++p) {
+    for (const auto& buffer : call.buffers[p]) buffers[p].push_back(buffer.get());
+    argument_lists.push_back(buffers[p].data());
+  }
+  std::vector<std::vector<PJRT_Buffer*>> outputs(partitions, std::vector<PJRT_Buffer*>(num_outputs_, nullptr));
+  std::vector<PJRT_Buffer**> output_lists;
+  for (auto& list : outputs) output_lists.push_back(list.data());
 
   PJRT_ExecuteOptions options = CUXLA_PJRT_ARGS(PJRT_ExecuteOptions);
-  std::vector<PJRT_Buffer*> outputs(num_outputs_, nullptr);
-  PJRT_Buffer* const* argument_list = buffers.data();
-  PJRT_Buffer** output_list = outputs.data();
-
+  // Each launch its own id: XLA keys the rendezvous of a collective by it,
+  // and two launches in flight with one id would join each other's.
+  static std::atomic<int> launches{0};
+  options.launch_id = partitions > 1 ? launches.fetch_add(1, std::memory_order_relaxed) % 0x7fffffff + 1 : 0;
   auto exec_args = CUXLA_PJRT_ARGS(PJRT_LoadedExecutable_Execute_Args);
   exec_args.executable = loaded_.get();
   exec_args.options = &options;
-  exec_args.argument_lists = &argument_list;
-  exec_args.num_devices = 1;
-  exec_args.num_args = buffers.size();
-  exec_args.output_lists = &output_list;
+  exec_args.argument_lists = argument_lists.data();
+  exec_args.num_devices = partitions;
+  exec_args.num_args = shape_.parameters.size();
+  exec_args.output_lists = output_lists.data();
   CUXLA_PJRT_CALL(api, PJRT_LoadedExecutable_Execute, &exec_args);
 
   // Own every output before constructing Arrays, so a failure leaks none.
-  std::vector<pjrt::BufferPtr> owned;
-  owned.reserve(outputs.size());
-  for (PJRT_Buffer* buffer : outputs) owned.emplace_back(buffer, pjrt::BufferDestroy{&api});
-  const std::shared_ptr<const ClientState>& owner = call.owner;
-  std::vector<Array> result;
-  result.reserve(owned.size());
-  for (size_t i = 0; i < owned.size(); ++i) {
-    if (shape_.results.empty()) {
-      result.emplace_back(owner, std::move(owned[i]));
-      continue;
+  std::vector<std::vector<pjrt::BufferPtr>> owned(partitions);
+  for (size_t p = 0; p < partitions; ++p)
+    for (PJRT_Buffer* buffer : outputs[p]) owned[p].emplace_back(buffer, pjrt::BufferDestroy{&api});
+  std::vector<std::vector<Array>> result(partitions);
+  for (size_t p = 0; p < partitions; ++p) {
+    result[p].reserve(num_outputs_);
+    for (size_t i = 0; i < num_outputs_; ++i) {
+      if (shape_.results.empty()) {
+        result[p].emplace_back(call.owner, std::move(owned[p][i]));
+        continue;
+      }
+      const pjrt::HloShape& out = shape_.results[i];
+      result[p].emplace_back(call.owner, std::move(owned[p][i]),
+                             ArrayShape{*out.dtype, out.dims, out.minor_to_major}, *devices_[p],
+                             /*is_view=*/false);
     }
-    const pjrt::HloShape& out = shape_.results[i];
-    result.emplace_back(owner, std::move(owned[i]), ArrayShape{*out.dtype, out.dims, out.minor_to_major},
-                        *device_, /*is_view=*/false);
   }
   return result;
+}
+
+Executable::Call Executable::Prepare(std::span<const Array* const> args) const {
+  const std::vector<const Array*> list(args.begin(), args.end());
+  return PreparePartitions(std::span(&list, 1));
+}
+
+std::vector<Array> Executable::Run(const Call& call) const {
+  return std::move(RunPartitions(call).front());
+}
+
+std::vector<Array> Executable::Execute(std::span<const Array* const> args) const {
+  return Run(Prepare(args));
 }
 
 }  // namespace cuxla

@@ -1,8 +1,9 @@
-// pjrt/executable.h — a compiled XLA program loaded on one device, and its
-// execution on Arrays.
+// pjrt/executable.h — a compiled XLA program loaded on one device or as the
+// partitions of an SPMD program on several, and its execution on Arrays.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -23,39 +24,56 @@ class Executable {
   // carrying the compiler's message, of the kind its PJRT error code maps to.
   static std::shared_ptr<const Executable> Compile(std::shared_ptr<const ClientState> state,
                                                    std::string_view program, const Device& device);
+  // Compiles StableHLO for one partition per device of `devices` (partition
+  // i on devices[i]): an SPMD program, which XLA partitions as its sharding
+  // annotations say, with XLA's own collectives between the partitions.
+  static std::shared_ptr<const Executable> Compile(std::shared_ptr<const ClientState> state,
+                                                   std::string_view program,
+                                                   std::span<const Device* const> devices);
 
   // The arguments of one execution, checked and held: what Run needs, and
   // nothing it reads from the Arrays themselves, so that an Array deleted
   // meanwhile (another thread, without the GIL) cannot pull a buffer away.
   struct Call {
-    std::vector<std::shared_ptr<PJRT_Buffer>> buffers;
+    std::vector<std::vector<std::shared_ptr<PJRT_Buffer>>> buffers;  // per partition
     std::shared_ptr<const ClientState> owner;  // the arguments' client
   };
 
-  // Checks `args` (all on this executable's device, matching the program's
-  // parameters in number, dtype and shape; ValueError-kind Error otherwise)
-  // and holds their buffers; a view in another layout than row-major is
-  // copied into row-major on the device first.
+  // Checks the arguments of each partition (partition i's all on device i,
+  // matching the program's parameters in number, dtype and shape — for an
+  // SPMD program, a tile's shape; ValueError-kind Error otherwise) and holds
+  // their buffers; a view in another layout than row-major is copied into
+  // row-major on the device first.
+  Call PreparePartitions(std::span<const std::vector<const Array*>> args) const;
+  // Runs on a prepared call and returns each partition's outputs, which
+  // become ready asynchronously.
+  std::vector<std::vector<Array>> RunPartitions(const Call& call) const;
+  // The same for a program of one partition.
   Call Prepare(std::span<const Array* const> args) const;
-  // Runs on a prepared call and returns the outputs, which become ready
-  // asynchronously.
   std::vector<Array> Run(const Call& call) const;
   std::vector<Array> Execute(std::span<const Array* const> args) const;
 
   const std::string& name() const noexcept { return name_; }
   size_t num_outputs() const noexcept { return num_outputs_; }
-  const Device& device() const noexcept { return *device_; }
+  size_t num_partitions() const noexcept { return devices_.size(); }
+  const Device& device() const noexcept { return *devices_.front(); }  // partition 0's
+  const std::vector<const Device*>& devices() const noexcept { return devices_; }
   const std::vector<pjrt::HloShape>& parameters() const noexcept { return shape_.parameters; }
   const std::vector<pjrt::HloShape>& results() const noexcept { return shape_.results; }
+  // SPMD programs: how each parameter and result is split; empty for one partition.
+  const std::vector<std::optional<Sharding>>& parameter_shardings() const noexcept {
+    return shape_.parameter_shardings;
+  }
+  const std::vector<std::optional<Sharding>>& result_shardings() const noexcept { return shape_.result_shardings; }
   const std::shared_ptr<const ClientState>& state() const noexcept { return state_; }
 
   Executable(std::shared_ptr<const ClientState> state, pjrt::LoadedExecutablePtr loaded,
-             const Device& device);
+             std::vector<const Device*> devices);
 
  private:
   std::shared_ptr<const ClientState> state_;  // declared first: destroyed last
   pjrt::LoadedExecutablePtr loaded_;
-  const Device* device_;
+  std::vector<const Device*> devices_;  // partition i runs on devices_[i]
   std::string name_;
   size_t num_outputs_ = 0;
   pjrt::ProgramShape shape_;

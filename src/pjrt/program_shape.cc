@@ -1,5 +1,6 @@
 #include "pjrt/program_shape.h"
 
+#include <algorithm>
 #include <string>
 
 #include "cuxla/error.h"
@@ -10,6 +11,17 @@ namespace {
 // Field numbers from xla/service/hlo.proto and xla/xla_data.proto.
 constexpr uint32_t kWithConfigModule = 1;
 constexpr uint32_t kModuleHostProgramShape = 4;
+constexpr uint32_t kModuleSpmdOutputSharding = 12;
+constexpr uint32_t kModuleSpmdParametersShardings = 14;
+constexpr uint32_t kShardingType = 1;
+constexpr uint32_t kShardingTileAssignmentDimensions = 3;
+constexpr uint32_t kShardingTileAssignmentDevices = 4;
+constexpr uint32_t kShardingTupleShardings = 5;
+constexpr uint32_t kShardingReplicateOnLastTileDim = 6;
+constexpr uint32_t kShardingLastTileDims = 8;
+constexpr uint32_t kShardingIotaReshapeDims = 9;
+constexpr uint32_t kShardingIotaTransposePerm = 10;
+enum ShardingType : int64_t { kReplicated = 0, kMaximal = 1, kTupleSharding = 2, kOther = 3, kManual = 4 };
 constexpr uint32_t kProgramShapeParameters = 1;
 constexpr uint32_t kProgramShapeResult = 2;
 constexpr uint32_t kShapeElementType = 2;
@@ -119,9 +131,96 @@ HloShape ParseShape(std::string_view shape_proto, std::vector<HloShape>* tuple_e
   return shape;
 }
 
+// An xla.OpSharding, as read.
+struct OpSharding {
+  int64_t type = kReplicated;
+  std::vector<int64_t> tile_dims, devices, last_tile_dims, iota_dims, iota_perm;
+  bool replicate_on_last_tile_dim = false;
+  std::vector<OpSharding> tuple;
+};
+
+OpSharding ParseOpSharding(std::string_view bytes) {
+  OpSharding op;
+  ForEachField(bytes, [&](uint32_t field, uint32_t wire, Reader& r) {
+    switch (field) {
+      case kShardingType: op.type = static_cast<int64_t>(r.Varint()); break;
+      case kShardingTileAssignmentDimensions: r.Int64s(wire, op.tile_dims); break;
+      case kShardingTileAssignmentDevices: r.Int64s(wire, op.devices); break;
+      case kShardingTupleShardings: op.tuple.push_back(ParseOpSharding(r.Bytes())); break;
+      case kShardingReplicateOnLastTileDim: op.replicate_on_last_tile_dim = r.Varint() != 0; break;
+      case kShardingLastTileDims: r.Int64s(wire, op.last_tile_dims); break;
+      case kShardingIotaReshapeDims: r.Int64s(wire, op.iota_dims); break;
+      case kShardingIotaTransposePerm: r.Int64s(wire, op.iota_perm); break;
+      default: r.Skip(wire);
+    }
+  });
+  return op;
+}
+
+int64_t Product(const std::vector<int64_t>& values) {
+  int64_t product = 1;
+  for (int64_t v : values) product *= v;
+  return product;
+}
+
+// The tile assignment's devices in row-major order: listed, or the iota
+// form (iota(n) reshaped to iota_dims, then transposed by iota_perm).
+std::vector<int64_t> TileDevices(const OpSharding& op) {
+  if (op.iota_dims.empty()) return op.devices;
+  const size_t rank = op.iota_dims.size();
+  std::vector<int64_t> perm = op.iota_perm;
+  if (perm.empty())
+    for (size_t k = 0; k < rank; ++k) perm.push_back(static_cast<int64_t>(k));
+  if (perm.size() != rank) Malformed("iota_transpose_perm of another rank than iota_reshape_dims");
+  const int64_t count = Product(op.iota_dims);
+  std::vector<int64_t> devices(static_cast<size_t>(count));
+  for (int64_t flat = 0; flat < count; ++flat) {
+    std::vector<int64_t> source(rank);  // the index into the reshaped iota
+    for (size_t k = rank, rest = static_cast<size_t>(flat); k-- > 0;) {
+      const auto axis = static_cast<size_t>(perm[k]);
+      if (axis >= rank) Malformed("iota_transpose_perm out of range");
+      source[axis] = static_cast<int64_t>(rest % op.iota_dims[axis]);
+      rest /= op.iota_dims[axis];
+    }
+    int64_t value = 0;
+    for (size_t k = 0; k < rank; ++k) value = value * op.iota_dims[k] + source[k];
+    devices[static_cast<size_t>(flat)] = value;
+  }
+  return devices;
+}
+
+// `op` as tiles of an array of `rank` dimensions over `partitions`
+// partitions; nullopt for what Sharding does not describe.
+std::optional<Sharding> ToSharding(const OpSharding& op, size_t rank, size_t partitions) {
+  if (op.type == kReplicated) return Sharding::Replicated(rank, partitions);
+  if (op.type != kOther) return std::nullopt;  // maximal, manual, tuple here
+  const size_t extra = op.tile_dims.size() - std::min(op.tile_dims.size(), rank);
+  const bool replicas_only = op.replicate_on_last_tile_dim ? extra == 1 && op.last_tile_dims.empty()
+                                                           : extra == op.last_tile_dims.size() &&
+                                                                 std::all_of(op.last_tile_dims.begin(), op.last_tile_dims.end(),
+                                                                             [](int64_t t) { return t == kReplicated; });
+  if (op.tile_dims.size() < rank || !replicas_only) return std::nullopt;
+  const std::vector<int64_t> devices = TileDevices(op);
+  if (static_cast<int64_t>(devices.size()) != Product(op.tile_dims) || devices.size() != partitions)
+    return std::nullopt;
+  Sharding sharding{std::vector<int64_t>(op.tile_dims.begin(), op.tile_dims.begin() + static_cast<std::ptrdiff_t>(rank)),
+                    std::vector<std::vector<int64_t>>(partitions)};
+  for (size_t flat = 0; flat < devices.size(); ++flat) {
+    std::vector<int64_t> index(op.tile_dims.size());
+    for (size_t k = index.size(), rest = flat; k-- > 0;) {
+      index[k] = static_cast<int64_t>(rest % op.tile_dims[k]);
+      rest /= op.tile_dims[k];
+    }
+    const auto partition = static_cast<size_t>(devices[flat]);
+    if (partition >= partitions || !sharding.tile_of_partition[partition].empty()) return std::nullopt;
+    sharding.tile_of_partition[partition].assign(index.begin(), index.begin() + static_cast<std::ptrdiff_t>(rank));
+  }
+  return sharding;
+}
+
 }  // namespace
 
-ProgramShape EntryProgramShape(std::string_view format, std::string_view program) {
+ProgramShape EntryProgramShape(std::string_view format, std::string_view program, size_t partitions) {
   std::string_view hlo_module_proto = program;
   if (format == "hlo_with_config") {
     hlo_module_proto = {};
@@ -135,7 +234,12 @@ ProgramShape EntryProgramShape(std::string_view format, std::string_view program
   }
   ProgramShape shape;
   bool seen = false;
+  std::vector<OpSharding> parameter_ops;
+  std::optional<OpSharding> output_op;
   ForEachField(hlo_module_proto, [&](uint32_t field, uint32_t wire, Reader& r) {
+    if (field == kModuleSpmdParametersShardings && wire == kLengthDelimited)
+      return parameter_ops.push_back(ParseOpSharding(r.Bytes()));
+    if (field == kModuleSpmdOutputSharding && wire == kLengthDelimited) return output_op.emplace(ParseOpSharding(r.Bytes())), void();
     if (field != kModuleHostProgramShape || wire != kLengthDelimited) return r.Skip(wire);
     seen = true;
     ForEachField(r.Bytes(), [&](uint32_t pf, uint32_t pw, Reader& pr) {
@@ -145,6 +249,25 @@ ProgramShape EntryProgramShape(std::string_view format, std::string_view program
     });
   });
   if (!seen) Malformed("no host_program_shape");
+  if (partitions <= 1) return shape;
+  // Without SPMD shardings in the module, every value is whole on each partition.
+  for (size_t i = 0; i < shape.parameters.size(); ++i) {
+    const size_t rank = shape.parameters[i].dims.size();
+    shape.parameter_shardings.push_back(i < parameter_ops.size() ? ToSharding(parameter_ops[i], rank, partitions)
+                                                                 : Sharding::Replicated(rank, partitions));
+  }
+  for (size_t i = 0; i < shape.results.size(); ++i) {
+    const size_t rank = shape.results[i].dims.size();
+    if (!output_op) {
+      shape.result_shardings.push_back(Sharding::Replicated(rank, partitions));
+    } else if (output_op->type == kTupleSharding) {
+      shape.result_shardings.push_back(i < output_op->tuple.size() ? ToSharding(output_op->tuple[i], rank, partitions)
+                                                                   : std::nullopt);
+    } else {
+      shape.result_shardings.push_back(shape.results.size() == 1 ? ToSharding(*output_op, rank, partitions)
+                                                                 : std::nullopt);
+    }
+  }
   return shape;
 }
 

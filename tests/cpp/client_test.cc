@@ -59,6 +59,30 @@ TEST(ClientTest, MemoryOptionsAreRefusedOffCuda) {
   EXPECT_TRUE(Contains(error->what(), "'" + TestPlatform() + "'"));
 }
 
+TEST(ClientTest, DeviceCountSetsTheCpuClientsDevicesAndIsRefusedElsewhere) {
+  auto plugin = pjrt::Plugin::Load(test::PluginPath());
+  ClientOptions options;
+  options.device_count = 3;
+  if (TestPlatform() != "cpu") {
+    auto error = ThrownError([&] { Client::Create(plugin, TestPlatform(), options); });
+    ASSERT_TRUE(error);
+    EXPECT_EQ(error->kind(), ErrorKind::kValue);
+    EXPECT_TRUE(Contains(error->what(), "device_count applies to the cpu platform only"));
+    return;
+  }
+  auto client = Client::Create(plugin, "cpu", options);
+  ASSERT_EQ(client->devices().size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(client->devices()[i].local_hardware_id, i);
+  options.device_count = 0;
+  auto error = ThrownError([&] { Client::Create(plugin, "cpu", options); });
+  ASSERT_TRUE(error);
+  EXPECT_TRUE(Contains(error->what(), "device_count must be at least 1, got 0"));
+  test::ScopedEnv env("CUXLA_CPU_DEVICE_COUNT", "two");
+  auto malformed = ThrownError([&] { Client::Create(plugin, "cpu", {}); });
+  ASSERT_TRUE(malformed);
+  EXPECT_TRUE(Contains(malformed->what(), "CUXLA_CPU_DEVICE_COUNT='two' is not an integer"));
+}
+
 // The three memory variables, unset for the test unless it sets them.
 class ClientOptionsEnvTest : public ::testing::Test {
  protected:

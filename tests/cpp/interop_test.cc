@@ -109,15 +109,15 @@ TEST(LayoutTest, CompactStridesInvertMinorToMajor) {
   };
   for (const auto& [dims, strides] : tensors) {
     const std::optional<Ints> layout = MinorToMajor(dims, strides);
-    ASSERT_TRUE(layout) << interop::TupleText(strides);
-    EXPECT_EQ(CompactStrides(dims, *layout), strides) << interop::TupleText(strides);
+    ASSERT_TRUE(layout) << TupleText(strides);
+    EXPECT_EQ(CompactStrides(dims, *layout), strides) << TupleText(strides);
   }
 }
 
 TEST(LayoutTest, TupleTextSpellsPythonTuples) {
-  EXPECT_EQ(interop::TupleText(Ints{3, 2}), "(3, 2)");
-  EXPECT_EQ(interop::TupleText(Ints{5}), "(5,)");
-  EXPECT_EQ(interop::TupleText(Ints{}), "()");
+  EXPECT_EQ(TupleText(Ints{3, 2}), "(3, 2)");
+  EXPECT_EQ(TupleText(Ints{5}), "(5,)");
+  EXPECT_EQ(TupleText(Ints{}), "()");
 }
 
 // ----------------------------------------------------------------- dtypes

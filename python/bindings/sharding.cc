@@ -1,0 +1,116 @@
+// python/bindings/sharding.cc — meshes, sharded arrays and SPMD execution as
+// Python sees them: cuxla.Mesh, cuxla.ShardedArray, cuxla.shard.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <string>
+#include <vector>
+
+#include "bindings.h"
+
+namespace cuxla::bindings {
+namespace {
+
+using namespace nb::literals;
+
+// A mesh and the client its devices belong to (kept alive).
+struct PyMesh {
+  Mesh mesh;
+  std::shared_ptr<const ClientState> state;
+};
+
+PyMesh MakeMesh(const std::vector<PyDevice>& devices, std::vector<std::string> axis_names,
+                std::optional<std::vector<int64_t>> shape) {
+  if (devices.empty()) throw Error(ErrorKind::kValue, "a mesh needs at least one device");
+  PyMesh py{Mesh{shape.value_or(std::vector<int64_t>{static_cast<int64_t>(devices.size())}),
+                 std::move(axis_names), {}},
+            devices.front().state};
+  for (const PyDevice& d : devices) {
+    if (d.state->client.get() != py.state->client.get())
+      throw Error(ErrorKind::kValue, "a mesh's devices must belong to one client");
+    py.mesh.devices.push_back(d.device);
+  }
+  py.mesh.Validate();
+  return py;
+}
+
+nb::tuple Tuple(const std::vector<int64_t>& values) {
+  nb::list list;
+  for (int64_t v : values) list.append(v);
+  return nb::tuple(list);
+}
+
+}  // namespace
+
+void RegisterSharding(nb::module_& m, nb::class_<Executable>& executable) {
+  nb::class_<PyMesh>(m, "Mesh")
+      .def(nb::new_(&MakeMesh), "devices"_a, "axis_names"_a, "shape"_a = nb::none(),
+           "Devices of one client in a grid with named axes (row-major); `shape` "
+           "defaults to one axis of all the devices.")
+      .def_prop_ro("shape", [](const PyMesh& p) { return Tuple(p.mesh.shape); })
+      .def_prop_ro("axis_names", [](const PyMesh& p) { return p.mesh.axis_names; })
+      .def_prop_ro("devices", [](const PyMesh& p) {
+        std::vector<PyDevice> out;
+        for (const Device* d : p.mesh.devices) out.push_back(Wrap(p.state, *d));
+        return out;
+      })
+      .def("hlo_sharding", [](const PyMesh& p, const PartitionSpec& spec) {
+        return HloShardingText(p.mesh, spec, spec.size());
+      }, "spec"_a, "The mhlo.sharding attribute text of `spec` (one mesh axis name or "
+                   "None per dimension), for annotating a program's arguments and results.")
+      .def("__repr__", [](const PyMesh& p) {
+        std::string names;
+        for (const auto& n : p.mesh.axis_names) names += (names.empty() ? "'" : ", '") + n + "'";
+        return "Mesh(shape=" + TupleText(p.mesh.shape) + ", axis_names=(" + names + "))";
+      });
+
+  nb::class_<ShardedArray>(m, "ShardedArray")
+      .def_prop_ro("shape", [](const ShardedArray& a) { return Tuple(a.dims()); })
+      .def_prop_ro("dtype", [](const ShardedArray& a) { return NumpyDType(a.dtype()); })
+      .def_prop_ro("shards", [](const ShardedArray& a) { return a.shards(); },
+                   "One Array per partition, in partition (mesh) order.")
+      .def_prop_ro("tiles", [](const ShardedArray& a) { return Tuple(a.sharding().tiles); },
+                   "How many tiles along each dimension.")
+      .def_prop_ro("tile_index", [](const ShardedArray& a) {
+        nb::list out;
+        for (const auto& index : a.sharding().tile_of_partition) out.append(Tuple(index));
+        return out;
+      }, "Per shard, the index of its tile along each dimension.")
+      .def("__repr__", [](const ShardedArray& a) {
+        return "ShardedArray(shape=" + TupleText(a.dims()) + ", dtype=" + std::string(DTypeName(a.dtype())) +
+               ", " + a.sharding().Description() + ")";
+      });
+
+  m.def("_shard", [](std::vector<Array> shards, const PyMesh& mesh, const PartitionSpec& spec) {
+    if (shards.empty()) throw Error(ErrorKind::kValue, "no shards given");
+    for (size_t i = 0; i < shards.size() && i < mesh.mesh.devices.size(); ++i)
+      if (shards[i].device().handle != mesh.mesh.devices[i]->handle)
+        throw Error(ErrorKind::kValue, "shard " + std::to_string(i) + " is on device " +
+                                           std::to_string(shards[i].device().id) + ", the mesh's device " +
+                                           std::to_string(i) + " is " + std::to_string(mesh.mesh.devices[i]->id));
+    const size_t rank = shards.front().dims().size();
+    return ShardedArray(std::move(shards), Sharding::Of(mesh.mesh, spec, rank));
+  }, "shards"_a, "mesh"_a, "spec"_a);
+
+  m.def("_compile_for", [](Client& client, nb::bytes program, const PyMesh& mesh) {
+    std::string_view text(program.c_str(), program.size());
+    if (mesh.state->client.get() != client.state()->client.get())
+      throw Error(ErrorKind::kValue, "the mesh's devices belong to another client than the one "
+                                     "compiling: pass client= (the mesh's)");
+    nb::gil_scoped_release release;
+    return client.Compile(text, mesh.mesh.devices);
+  }, "client"_a, "program"_a, "mesh"_a);
+
+  executable
+      .def_prop_ro("num_partitions", &Executable::num_partitions)
+      // With the GIL held throughout: another thread must not delete a shard
+      // between the checks and the launch (which only enqueues the work).
+      .def("call_sharded", [](const Executable& e, const std::vector<const ShardedArray*>& args) {
+        return ExecuteSharded(e, args);
+      }, "args"_a, "Runs an SPMD program on ShardedArrays split as its parameters are; "
+                   "returns its results as ShardedArrays.");
+}
+
+}  // namespace cuxla::bindings

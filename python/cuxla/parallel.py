@@ -1,0 +1,83 @@
+"""Data-parallel training of a PyTorch model as one SPMD XLA program.
+
+`DataParallel` traces a model's loss with torchax into JAX, takes its
+gradient there, and lowers one SGD step — parameters replicated, the batch
+split along its first dimension over the mesh — to StableHLO for a mesh of
+that many partitions (JAX's abstract mesh: no JAX devices are involved).
+cuxla compiles it for the mesh's devices; XLA partitions it and inserts the
+collectives (the gradients' all-reduce: NCCL on GPUs). The batch's shards
+are imported onto the devices (zero-copy where they already are), the
+parameters stay on the devices as replicated ShardedArrays between steps,
+and `parameters()` hands them back to PyTorch zero-copy.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import torch
+
+from . import _client, _cuxla, _torchax
+from . import torch as cuxla_torch
+
+
+class DataParallel:
+    """``loss(model, batch)`` minimised by SGD over ``mesh`` (its first axis
+    splits the batch; the other axes replicate), step by step."""
+
+    def __init__(self, model: torch.nn.Module, loss: Callable, mesh: _cuxla.Mesh, *, lr: float,
+                 example_batch: Sequence[torch.Tensor], client: _client.Client | None = None):
+        import jax
+        from jax.sharding import AbstractMesh, NamedSharding, PartitionSpec
+
+        self.mesh = mesh
+        self.names = [name for name, _ in model.named_parameters()]
+        params = [p.detach() for _, p in model.named_parameters()]
+        env = _torchax.environment()
+
+        def loss_of(jax_params, jax_batch):
+            with env:
+                named = dict(zip(self.names, env.j2t_iso(tuple(jax_params))))
+                value = loss(lambda *a, **k: torch.func.functional_call(model, named, a, k),
+                             env.j2t_iso(tuple(jax_batch)))
+            return env.t2j_iso(value)
+
+        def step(jax_params, jax_batch):
+            value, grads = jax.value_and_grad(loss_of)(jax_params, jax_batch)
+            return value, [p - lr * g for p, g in zip(jax_params, grads)]
+
+        abstract = AbstractMesh(tuple(mesh.shape), tuple(mesh.axis_names))
+        replicated = NamedSharding(abstract, PartitionSpec())
+        split = NamedSharding(abstract, PartitionSpec(mesh.axis_names[0]))
+
+        def spec(t: torch.Tensor):
+            return jax.ShapeDtypeStruct(tuple(t.shape), _torchax.jax_dtype(t.dtype))
+
+        with _torchax.lowering_context():
+            lowered = jax.jit(step, in_shardings=([replicated] * len(params), [split] * len(example_batch)),
+                              out_shardings=(replicated, [replicated] * len(params))).trace(
+                [spec(p) for p in params], [spec(b) for b in example_batch]).lower(
+                lowering_platforms=(mesh.devices[0].platform,))
+        self.program = lowered.as_text()
+        client = client or _client.client_for_platform(mesh.devices[0].platform)
+        self.executable = _client.compile(self.program, client=client, mesh=mesh)
+        partitions = len(mesh.devices)
+        self._params = [_client.shard([p] * partitions, mesh, [None] * p.ndim) for p in params]
+
+    def step(self, batch: Sequence[torch.Tensor]) -> torch.Tensor:
+        """One SGD step on ``batch`` (the global batch, split along dimension
+        0 into one shard per partition); the loss before the step, as a
+        PyTorch tensor on the first device."""
+        n = len(self.mesh.devices)
+        sharded = []
+        for t in batch:
+            if t.shape[0] % n:
+                raise ValueError(f"a batch of {t.shape[0]} does not split evenly over {n} partitions")
+            sharded.append(_client.shard(t.chunk(n), self.mesh, [self.mesh.axis_names[0]] + [None] * (t.ndim - 1)))
+        loss, *params = self.executable.call_sharded(self._params + sharded)
+        self._params = params
+        return cuxla_torch.to_torch(loss.shards[0])
+
+    def parameters(self) -> dict[str, torch.Tensor]:
+        """The current parameters, as PyTorch tensors of the first device's
+        replica (zero-copy)."""
+        return {name: cuxla_torch.to_torch(p.shards[0]) for name, p in zip(self.names, self._params)}

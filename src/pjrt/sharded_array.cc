@@ -1,0 +1,65 @@
+#include "pjrt/sharded_array.h"
+
+#include <string>
+
+namespace cuxla {
+namespace {
+
+[[noreturn]] void Bad(const std::string& message) { throw Error(ErrorKind::kValue, message); }
+
+}  // namespace
+
+ShardedArray::ShardedArray(std::vector<Array> shards, Sharding sharding)
+    : shards_(std::move(shards)), sharding_(std::move(sharding)) {
+  if (shards_.empty()) Bad("a sharded array needs at least one shard");
+  if (shards_.size() != sharding_.partitions())
+    Bad(std::to_string(shards_.size()) + " shards given for " + sharding_.Description());
+  const Array& first = shards_.front();
+  if (first.dims().size() != sharding_.tiles.size())
+    Bad("shards of shape " + TupleText(first.dims()) + " for " + sharding_.Description());
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    const Array& shard = shards_[i];
+    if (shard.dtype() != first.dtype() || shard.dims() != first.dims())
+      Bad("shard " + std::to_string(i) + " is " + std::string(DTypeName(shard.dtype())) + TupleText(shard.dims()) +
+          ", shard 0 " + std::string(DTypeName(first.dtype())) + TupleText(first.dims()));
+    if (shard.state()->client.get() != first.state()->client.get())
+      Bad("shard " + std::to_string(i) + " belongs to another client than shard 0");
+    for (size_t j = 0; j < i; ++j)
+      if (shards_[j].device().id == shard.device().id)
+        Bad("shards " + std::to_string(j) + " and " + std::to_string(i) + " are both on device " +
+            std::to_string(shard.device().id));
+  }
+  dims_ = sharding_.GlobalDims(first.dims());
+}
+
+std::vector<ShardedArray> ExecuteSharded(const Executable& executable,
+                                         std::span<const ShardedArray* const> args) {
+  const size_t partitions = executable.num_partitions();
+  const auto& expected = executable.parameter_shardings();
+  std::vector<std::vector<const Array*>> lists(partitions);
+  for (size_t i = 0; i < args.size(); ++i) {
+    const ShardedArray& arg = *args[i];
+    const std::optional<Sharding> wanted =
+        partitions == 1 ? Sharding::Replicated(arg.dims().size(), 1)
+                        : i < expected.size() ? expected[i] : std::nullopt;
+    if (!wanted) Bad("the program splits parameter " + std::to_string(i) + " in a way cuxla does not describe");
+    if (arg.sharding() != *wanted)
+      Bad("argument " + std::to_string(i) + " is split in " + arg.sharding().Description() +
+          ", the program takes it in " + wanted->Description());
+    for (size_t p = 0; p < partitions; ++p) lists[p].push_back(&arg.shards()[p]);
+  }
+  std::vector<std::vector<Array>> outputs = executable.RunPartitions(executable.PreparePartitions(lists));
+  std::vector<ShardedArray> results;
+  for (size_t r = 0; r < executable.num_outputs(); ++r) {
+    const auto& shardings = executable.result_shardings();
+    std::optional<Sharding> sharding = partitions == 1 ? Sharding::Replicated(outputs[0][r].dims().size(), 1)
+                                                       : r < shardings.size() ? shardings[r] : std::nullopt;
+    if (!sharding) Bad("the program splits result " + std::to_string(r) + " in a way cuxla does not describe");
+    std::vector<Array> shards;
+    for (size_t p = 0; p < partitions; ++p) shards.push_back(std::move(outputs[p][r]));
+    results.emplace_back(std::move(shards), std::move(*sharding));
+  }
+  return results;
+}
+
+}  // namespace cuxla
