@@ -1,7 +1,7 @@
 """Data-parallel training of a PyTorch model as one SPMD XLA program.
 
-`DataParallel` traces a model's loss with torchax into JAX, takes its
-gradient there, and lowers one SGD step — parameters replicated, the batch
+`DataParallel` traces a model's loss to an ATen graph (make_fx), lowers it
+with torchax into JAX, takes its gradient there, and lowers one SGD step — parameters replicated, the batch
 split along its first dimension over the mesh — to StableHLO for a mesh of
 that many partitions (JAX's abstract mesh: no JAX devices are involved).
 cuxla compiles it for the mesh's devices; XLA partitions it and inserts the
@@ -15,6 +15,8 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 import torch
+from torch._decomp import core_aten_decompositions
+from torch.fx.experimental.proxy_tensor import make_fx
 
 from . import _client, _cuxla, _torchax
 from . import torch as cuxla_torch
@@ -32,17 +34,28 @@ class DataParallel:
         self.mesh = mesh
         self.names = [name for name, _ in model.named_parameters()]
         params = [p.detach() for _, p in model.named_parameters()]
+        buffer_names = [name for name, _ in model.named_buffers()]
+        buffers = [b.detach() for _, b in model.named_buffers()]
         env = _torchax.environment()
 
-        def loss_of(jax_params, jax_batch):
+        def torch_loss(params, buffers, batch):
+            named = {**dict(zip(self.names, params)), **dict(zip(buffer_names, buffers))}
+            return loss(lambda *a, **k: torch.func.functional_call(model, named, a, k), batch)
+
+        # The loss as a core ATen graph first (as AOTAutograd hands graphs to
+        # the torch.compile backend): torchax lowers ATen ops, not every
+        # Python-level use of a tensor.
+        graph = make_fx(torch_loss, decomposition_table=core_aten_decompositions())(
+            params, buffers, list(example_batch))
+        _drop_device_moves(graph)
+
+        def loss_of(jax_params, jax_buffers, jax_batch):
             with env:
-                named = dict(zip(self.names, env.j2t_iso(tuple(jax_params))))
-                value = loss(lambda *a, **k: torch.func.functional_call(model, named, a, k),
-                             env.j2t_iso(tuple(jax_batch)))
+                value = graph(*env.j2t_iso((list(jax_params), list(jax_buffers), list(jax_batch))))
             return env.t2j_iso(value)
 
-        def step(jax_params, jax_batch):
-            value, grads = jax.value_and_grad(loss_of)(jax_params, jax_batch)
+        def step(jax_params, jax_buffers, jax_batch):
+            value, grads = jax.value_and_grad(loss_of)(jax_params, jax_buffers, jax_batch)
             return value, [p - lr * g for p, g in zip(jax_params, grads)]
 
         abstract = AbstractMesh(tuple(mesh.shape), tuple(mesh.axis_names))
@@ -53,15 +66,18 @@ class DataParallel:
             return jax.ShapeDtypeStruct(tuple(t.shape), _torchax.jax_dtype(t.dtype))
 
         with _torchax.lowering_context():
-            lowered = jax.jit(step, in_shardings=([replicated] * len(params), [split] * len(example_batch)),
+            lowered = jax.jit(step, in_shardings=([replicated] * len(params), [replicated] * len(buffers),
+                                                  [split] * len(example_batch)),
                               out_shardings=(replicated, [replicated] * len(params))).trace(
-                [spec(p) for p in params], [spec(b) for b in example_batch]).lower(
+                [spec(p) for p in params], [spec(b) for b in buffers], [spec(b) for b in example_batch]).lower(
                 lowering_platforms=(mesh.devices[0].platform,))
         self.program = lowered.as_text()
         client = client or _client.client_for_platform(mesh.devices[0].platform)
         self.executable = _client.compile(self.program, client=client, mesh=mesh)
         partitions = len(mesh.devices)
         self._params = [_client.shard([p] * partitions, mesh, [None] * p.ndim) for p in params]
+        # Buffers (BatchNorm statistics, position ids...) are read, not trained.
+        self._buffers = [_client.shard([b] * partitions, mesh, [None] * b.ndim) for b in buffers]
 
     def step(self, batch: Sequence[torch.Tensor]) -> torch.Tensor:
         """One SGD step on ``batch`` (the global batch, split along dimension
@@ -73,7 +89,7 @@ class DataParallel:
             if t.shape[0] % n:
                 raise ValueError(f"a batch of {t.shape[0]} does not split evenly over {n} partitions")
             sharded.append(_client.shard(t.chunk(n), self.mesh, [self.mesh.axis_names[0]] + [None] * (t.ndim - 1)))
-        loss, *params = self.executable.call_sharded(self._params + sharded)
+        loss, *params = self.executable.call_sharded(self._params + self._buffers + sharded)
         self._params = params
         return cuxla_torch.to_torch(loss.shards[0])
 
@@ -81,3 +97,14 @@ class DataParallel:
         """The current parameters, as PyTorch tensors of the first device's
         replica (zero-copy)."""
         return {name: cuxla_torch.to_torch(p.shards[0]) for name, p in zip(self.names, self._params)}
+
+
+def _drop_device_moves(graph: torch.fx.GraphModule) -> None:
+    """Inside one XLA program every tensor is on the partition's device: a
+    copy "to" a device (what `.to(tensor.device)` traces to) is a dtype
+    conversion at most, and torchax cannot name PyTorch devices."""
+    for node in graph.graph.nodes:
+        if node.target is torch.ops.aten._to_copy.default and "device" in node.kwargs:
+            node.kwargs = {k: v for k, v in node.kwargs.items() if k != "device"}
+    graph.recompile()
+

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "cuda/driver.h"
 #include "pjrt/array.h"
@@ -128,6 +129,31 @@ Device DescribeDevice(const pjrt::Api& api, PJRT_Device* handle, const std::stri
   return device;
 }
 
+// The CPU plugin sizes its thread pools by PJRT_NPROC, else the machine's
+// cores, and at least one thread per device. An SPMD program's partitions
+// each hold a thread while they wait for each other in a collective, so with
+// as many threads as partitions a launch can find none left for the last
+// partition and hang. For a client of several CPU devices, cuxla sets
+// PJRT_NPROC (unless the user has) to twice the devices for the plugin to
+// read while it creates the client, then restores it.
+class CpuThreadsForPartitions {
+ public:
+  CpuThreadsForPartitions(const std::string& platform, const ClientOptions& options) {
+    if (platform != "cpu" || options.device_count.value_or(1) <= 1 || std::getenv(kVariable) != nullptr) return;
+    const auto threads = std::max<int64_t>(std::thread::hardware_concurrency(), 2 * *options.device_count);
+    set_ = setenv(kVariable, std::to_string(threads).c_str(), 0) == 0;
+  }
+  ~CpuThreadsForPartitions() {
+    if (set_) unsetenv(kVariable);
+  }
+  CpuThreadsForPartitions(const CpuThreadsForPartitions&) = delete;
+  CpuThreadsForPartitions& operator=(const CpuThreadsForPartitions&) = delete;
+
+ private:
+  static constexpr const char* kVariable = "PJRT_NPROC";
+  bool set_ = false;
+};
+
 }  // namespace
 
 ClientOptions ClientOptions::WithEnvironment(std::string_view platform) const {
@@ -216,7 +242,10 @@ std::shared_ptr<Client> Client::CreateResolved(std::shared_ptr<const pjrt::Plugi
   auto args = CUXLA_PJRT_ARGS(PJRT_Client_Create_Args);
   args.create_options = named.data();
   args.num_options = named.size();
-  CUXLA_PJRT_CALL(api, PJRT_Client_Create, &args);
+  {
+    const CpuThreadsForPartitions threads(platform, resolved);
+    CUXLA_PJRT_CALL(api, PJRT_Client_Create, &args);
+  }
 
   auto state = std::make_shared<ClientState>();
   state->plugin = std::move(plugin);

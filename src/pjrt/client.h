@@ -25,7 +25,9 @@ class Executable;
 // "Memory"): unset, they fall back to CUXLA_PREALLOCATE / CUXLA_MEM_FRACTION
 // / CUXLA_ALLOCATOR, then to the defaults: no preallocation, the plugin's own
 // fraction and allocator. `device_count` is a CPU client's number of
-// devices (unset: CUXLA_CPU_DEVICE_COUNT, else the plugin's default, 1).
+// devices (unset: CUXLA_CPU_DEVICE_COUNT, else the plugin's default, 1);
+// with several, the plugin gets twice as many threads (PJRT_NPROC, unless
+// set) so that SPMD partitions waiting in collectives cannot starve it.
 struct ClientOptions {
   std::optional<bool> preallocate;
   std::optional<double> memory_fraction;  // in (0, 1]
