@@ -71,6 +71,7 @@ Array CopyStrided(const std::shared_ptr<const ClientState>& state, const Device&
   flat.dims = {span};
   flat.on_delete = release;  // after the copy below has read the memory
   flat.on_delete_arg = release_arg;
+  flat.ready_stream = tensor.ready_stream;
   std::optional<Array> source;
   try {
     if ((first - base) % item != 0)
@@ -96,6 +97,17 @@ Array RowMajor(const Array& array) {
   auto* reference = new Array::ExternalReference(array);
   const std::vector<int64_t> strides = CompactStrides(array.dims(), array.layout());
   StridedTensor tensor{reference->data(), array.dtype(), array.dims(), strides};
+  if (array.device().platform == "cuda") {
+    // The second view is read only once the array is ready (a view may still
+    // wait for its producer's writes): an external-ready stream waits for it.
+    try {
+      tensor.ready_stream = array.state()->ExternalReadyStream(array.device());
+      array.WaitUntilReadyOnStream(tensor.ready_stream);
+    } catch (...) {
+      delete reference;
+      throw;
+    }
+  }
   auto release = [](void*, void* arg) { delete static_cast<Array::ExternalReference*>(arg); };
   return CopyStrided(array.state(), array.device(), tensor, release, reference);
 }

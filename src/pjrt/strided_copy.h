@@ -18,6 +18,10 @@ struct StridedTensor {
   DType dtype;
   std::span<const int64_t> dims;
   std::span<const int64_t> strides;  // in elements
+  // CUDA: an XLA external-ready stream already ordered after the data's
+  // writers (ClientState::ExternalReadyStream); the copy waits for it. 0:
+  // nothing pending.
+  intptr_t ready_stream = 0;
 };
 
 // A compact row-major copy of `tensor` on `device`. The source memory must

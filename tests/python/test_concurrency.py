@@ -2,6 +2,7 @@
 import/export/delete cycles with flat memory."""
 import concurrent.futures
 import os
+import time
 
 import numpy as np
 import pytest
@@ -63,14 +64,28 @@ def test_soak_of_mixed_dtypes_ranks_and_layouts_keeps_memory_flat(client, tdev):
             t = torch.zeros(shape, dtype=dtype, device=tdev)
             tensors += [t, t.T if t.ndim == 2 else t, t[..., ::2] if t.ndim >= 1 and t.shape[-1] > 1 else t]
 
-    def cycles(n):
+    def cycle(i, t):
+        a = cuxla.from_dlpack(t)
+        back = ct.to_torch(a)
+        if i % 3 == 0:
+            a.delete()
+        del a, back
+
+    def cycles(n, report_every=100_000):
+        start = time.perf_counter()
         for i in range(n):
-            t = tensors[int(rng.integers(len(tensors)))]
-            a = cuxla.from_dlpack(t)
-            back = ct.to_torch(a)
-            if i % 3 == 0:
-                a.delete()
-            del a, back
+            cycle(i, tensors[int(rng.integers(len(tensors)))])
+            if (i + 1) % report_every == 0:
+                print(f"  {i + 1} cycles in {time.perf_counter() - start:.1f} s, host RSS {_rss() / 2**20:.1f} MiB",
+                      flush=True)
+
+    # Every kind once first, timed (a first strided copy compiles its program).
+    for k, t in enumerate(tensors):
+        start = time.perf_counter()
+        cycle(k, t)
+        if time.perf_counter() - start > 1.0:
+            print(f"  first cycle of {t.dtype} {tuple(t.shape)} strides {t.stride()}: "
+                  f"{time.perf_counter() - start:.1f} s", flush=True)
 
     def xla_in_use():  # the strided tensors' compact copies live in XLA's memory
         return (client.memory_stats() or {}).get("bytes_in_use") if tdev == "cuda" else None

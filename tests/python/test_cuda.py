@@ -69,6 +69,38 @@ def test_import_waits_for_torch_work_on_its_current_stream(cuda_client, path):
     assert wrong == 0, f"{wrong} of {TRIALS} imports read before PyTorch's write"
 
 
+@pytest.mark.parametrize("layout", ["steps", "transposed"])
+def test_copies_of_strided_and_transposed_imports_wait_for_torch_work(cuda_client, layout):
+    # Steps are copied compact at import; a transposed view is copied
+    # row-major when a program takes it. Both copies read torch's memory
+    # through a second view, which must wait for torch's writes too.
+    copy = cuxla.compile(COPY, client=cuda_client)
+    side = torch.cuda.Stream()
+    wrong = 0
+    with torch.cuda.stream(side):
+        for trial in range(TRIALS // 4):
+            t = torch.empty(2 * N, device="cuda") if layout == "steps" else torch.empty(256, N // 256, device="cuda")
+            torch.cuda._sleep(200_000)
+            t.fill_(float(trial))
+            view = t[::2] if layout == "steps" else t.T
+            imported = cuxla.from_dlpack(view)
+            assert imported.is_view == (layout == "transposed")
+            if layout == "transposed":
+                (imported,) = cuxla.compile(TRANSPOSE_BACK, client=cuda_client)(imported)
+            (out,) = copy(imported)
+            wrong += int(not np.all(out.numpy() == trial))
+    assert wrong == 0, f"{wrong} of {TRIALS // 4} copies read before PyTorch's write"
+
+
+# The (N/256, 256) transposed view, read as the program's row-major argument.
+TRANSPOSE_BACK = f"""
+func.func public @main(%v: tensor<{N // 256}x256xf32>) -> tensor<{N}xf32> {{
+  %out = stablehlo.reshape %v : (tensor<{N // 256}x256xf32>) -> tensor<{N}xf32>
+  return %out : tensor<{N}xf32>
+}}
+"""
+
+
 def test_export_makes_torch_wait_for_xla_writes(cuda_client):
     slow = cuxla.compile(SLOW_ADD, client=cuda_client)
     x = cuxla.from_dlpack(torch.randn(2048, 2048, device="cuda"))
