@@ -8,7 +8,9 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <chrono>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -42,6 +44,67 @@ cuxla::DType DTypeFromName(const std::string& name) {
   if (auto dtype = cuxla::DTypeFromName(name)) return *dtype;
   throw cuxla::Error(cuxla::ErrorKind::kBuffer, "cuxla does not support dtype " + name);
 }
+
+// A torch.distributed.Store (anything with set / get / check / wait) as the
+// key-value store of a client of several processes. PJRT calls it from its
+// own threads: each call takes the GIL, and Python errors become C++ ones
+// (their text is read while the GIL is held).
+class PyKeyValueStore : public cuxla::KeyValueStore {
+  static std::string Bytes(nb::handle value) {
+    nb::bytes bytes = nb::borrow<nb::bytes>(value);
+    return std::string(bytes.c_str(), bytes.size());
+  }
+
+  template <class F>
+  static auto Call(F f) {
+    nb::gil_scoped_acquire gil;
+    try {
+      return f();
+    } catch (nb::python_error& e) {
+      throw std::runtime_error(e.what());
+    }
+  }
+
+ public:
+  explicit PyKeyValueStore(nb::object store) : store_(std::move(store)) {}
+  ~PyKeyValueStore() override {
+    if (!Py_IsInitialized()) {
+      store_.release();  // the interpreter is gone: nothing to decrement
+      return;
+    }
+    nb::gil_scoped_acquire gil;
+    store_.reset();
+  }
+
+  std::string Get(std::string_view key, std::chrono::milliseconds timeout) override {
+    return Call([&] {
+      nb::list keys;
+      keys.append(nb::str(key.data(), key.size()));
+      nb::object timedelta = nb::module_::import_("datetime").attr("timedelta");
+      store_.attr("wait")(keys, timedelta("milliseconds"_a = timeout.count()));
+      return Bytes(store_.attr("get")(keys[0]));
+    });
+  }
+
+  std::optional<std::string> TryGet(std::string_view key) override {
+    return Call([&]() -> std::optional<std::string> {
+      nb::list keys;
+      keys.append(nb::str(key.data(), key.size()));
+      if (!nb::cast<bool>(store_.attr("check")(keys))) return std::nullopt;
+      return Bytes(store_.attr("get")(keys[0]));
+    });
+  }
+
+  void Put(std::string_view key, std::string_view value) override {
+    Call([&] {
+      store_.attr("set")(nb::str(key.data(), key.size()), nb::bytes(value.data(), value.size()));
+      return 0;
+    });
+  }
+
+ private:
+  nb::object store_;
+};
 
 nb::object MemoryStatsDict(const std::optional<cuxla::MemoryStats>& stats) {
   if (!stats) return nb::none();
@@ -136,13 +199,16 @@ NB_MODULE(_cuxla, m) {
       .def_static("create", [](const std::string& path, const std::string& platform,
                                std::optional<bool> preallocate, std::optional<double> memory_fraction,
                                std::optional<std::string> allocator,
-                               std::vector<int64_t> visible_devices, std::optional<int64_t> device_count) {
+                               std::vector<int64_t> visible_devices, std::optional<int64_t> device_count,
+                               int64_t node_id, int64_t num_nodes, nb::object kv_store) {
         cuxla::ClientOptions options{preallocate, memory_fraction, allocator, std::move(visible_devices),
-                                     device_count};
+                                     device_count, node_id, num_nodes};
+        if (!kv_store.is_none()) options.kv_store = std::make_shared<PyKeyValueStore>(std::move(kv_store));
         nb::gil_scoped_release release;
         return Client::Create(path, platform, options);
       }, "plugin"_a, "platform"_a, "preallocate"_a.none(), "memory_fraction"_a.none(),
-         "allocator"_a.none(), "visible_devices"_a, "device_count"_a.none())
+         "allocator"_a.none(), "visible_devices"_a, "device_count"_a.none(), "node_id"_a = 0,
+         "num_nodes"_a = 1, "kv_store"_a = nb::none())
       .def_prop_ro("platform", &Client::platform)
       .def_prop_ro("platform_version", &Client::platform_version)
       .def_prop_ro("plugin", [](const Client& c) { return c.plugin().path(); })
@@ -155,6 +221,8 @@ NB_MODULE(_cuxla, m) {
         d["memory_fraction"] = c.options().memory_fraction;
         d["allocator"] = c.options().allocator;
         d["device_count"] = c.options().device_count;
+        d["node_id"] = c.options().node_id;
+        d["num_nodes"] = c.options().num_nodes;
         return d;
       })
       .def("devices", [](const Client& c) {
@@ -162,6 +230,7 @@ NB_MODULE(_cuxla, m) {
         for (const Device& d : c.devices()) out.push_back(Wrap(c.state(), d));
         return out;
       })
+      .def_prop_ro("global_device_count", [](const Client& c) { return c.state()->global_device_count; })
       .def("device", [](const Client& c, int id) { return Wrap(c.state(), c.device(id)); }, "id"_a)
       .def("memory_stats", [](const Client& c, const PyDevice& d) {
         return MemoryStatsDict(c.memory_stats(*d.device));

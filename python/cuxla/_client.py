@@ -25,7 +25,10 @@ class Client:
     The memory options apply to CUDA only; ``None`` means "from the
     environment (CUXLA_PREALLOCATE, CUXLA_MEM_FRACTION, CUXLA_ALLOCATOR), else
     the default", and the default never preallocates. ``device_count`` sets
-    a CPU client's number of devices (else CUXLA_CPU_DEVICE_COUNT, else 1).
+    a CPU client's number of devices (else CUXLA_CPU_DEVICE_COUNT, else the plugin's default).
+    ``num_nodes`` > 1 makes one CUDA client of several processes, this one
+    being ``node_id``; they find each other through ``kv_store``, a
+    ``torch.distributed.Store`` (see ``cuxla.torch.distributed_client``).
     """
 
     def __init__(
@@ -38,12 +41,16 @@ class Client:
         allocator: str | None = None,
         visible_devices: Iterable[int] | None = None,
         device_count: int | None = None,
+        node_id: int = 0,
+        num_nodes: int = 1,
+        kv_store: Any = None,
     ) -> None:
         chosen, path = _cuxla.choose_plugin(
             platform or "", os.fspath(plugin) if plugin is not None else "", package_dirs()
         )
         self._core = _cuxla._Client.create(
-            path, chosen, preallocate, memory_fraction, allocator, list(visible_devices or []), device_count
+            path, chosen, preallocate, memory_fraction, allocator, list(visible_devices or []), device_count,
+            node_id, num_nodes, kv_store,
         )
 
     @property
@@ -70,7 +77,13 @@ class Client:
         return self._core.options
 
     def devices(self) -> list[_cuxla.Device]:
+        """This process's devices."""
         return self._core.devices()
+
+    @property
+    def global_device_count(self) -> int:
+        """The devices of every process of the client."""
+        return self._core.global_device_count
 
     def memory_stats(self, device: _cuxla.Device | None = None) -> dict[str, int | None] | None:
         """The device allocator's statistics, or None where the plugin has none."""

@@ -33,3 +33,19 @@ def call(executable: _cuxla.Executable, *tensors: torch.Tensor) -> tuple[torch.T
     if _HAS_EXCHANGE_API:
         return _cuxla.call_with(executable, torch.Tensor, *tensors)
     return tuple(torch.from_dlpack(out) for out in executable(*tensors))
+
+
+def distributed_client(**options) -> "cuxla.Client":
+    """One CUDA client of all the processes of torch.distributed's default
+    group (initialised by the caller; one process per GPU): node ``rank`` of
+    ``world_size``, finding the others through the group's store (keys under
+    "cuxla/"). ``options`` are Client's memory options."""
+    import torch.distributed as dist
+
+    from ._client import Client
+
+    if not dist.is_initialized():
+        raise RuntimeError("torch.distributed is not initialised: call init_process_group first")
+    store = dist.PrefixStore("cuxla", dist.distributed_c10d._get_default_store())
+    return Client("cuda", node_id=dist.get_rank(), num_nodes=dist.get_world_size(), kv_store=store, **options)
+

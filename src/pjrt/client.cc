@@ -58,6 +58,13 @@ void Validate(const std::string& platform, const ClientOptions& options) {
     BadOption("device_count applies to the cpu platform only, not '" + platform + "'");
   if (options.device_count && *options.device_count < 1)
     BadOption("device_count must be at least 1, got " + std::to_string(*options.device_count));
+  if (options.num_nodes < 1 || options.node_id < 0 || options.node_id >= options.num_nodes)
+    BadOption("node_id must be in [0, num_nodes): got node_id " + std::to_string(options.node_id) +
+              ", num_nodes " + std::to_string(options.num_nodes));
+  if (options.num_nodes > 1 && platform != "cuda")
+    BadOption("clients of several processes (num_nodes > 1) are cuda clients, not '" + platform + "'");
+  if (options.num_nodes > 1 && options.kv_store == nullptr)
+    BadOption("a client of " + std::to_string(options.num_nodes) + " processes needs a kv_store to find them");
   if (options.memory_fraction &&
       !(*options.memory_fraction > 0.0 && *options.memory_fraction <= 1.0))
     BadOption("memory_fraction must be in (0, 1], got " + std::to_string(*options.memory_fraction));
@@ -100,6 +107,10 @@ std::vector<PJRT_NamedValue> NamedValues(const std::string& platform, const Clie
     value.int64_array_value = options.visible_devices.data();
     value.value_size = options.visible_devices.size();
   }
+  if (options.num_nodes > 1) {
+    add("node_id", PJRT_NamedValue_kInt64).int64_value = options.node_id;
+    add("num_nodes", PJRT_NamedValue_kInt64).int64_value = options.num_nodes;
+  }
   return values;
 }
 
@@ -133,14 +144,16 @@ Device DescribeDevice(const pjrt::Api& api, PJRT_Device* handle, const std::stri
 // cores, and at least one thread per device. An SPMD program's partitions
 // each hold a thread while they wait for each other in a collective, so with
 // as many threads as partitions a launch can find none left for the last
-// partition and hang. For a client of several CPU devices, cuxla sets
-// PJRT_NPROC (unless the user has) to twice the devices for the plugin to
-// read while it creates the client, then restores it.
+// partition and hang. For a client of several CPU devices (the plugin makes
+// 4 unless told), cuxla sets PJRT_NPROC (unless the user has) to twice the
+// devices for the plugin to read while it creates the client, then unsets it.
 class CpuThreadsForPartitions {
  public:
   CpuThreadsForPartitions(const std::string& platform, const ClientOptions& options) {
-    if (platform != "cpu" || options.device_count.value_or(1) <= 1 || std::getenv(kVariable) != nullptr) return;
-    const auto threads = std::max<int64_t>(std::thread::hardware_concurrency(), 2 * *options.device_count);
+    constexpr int64_t kPluginDefaultDevices = 4;
+    const int64_t devices = options.device_count.value_or(kPluginDefaultDevices);
+    if (platform != "cpu" || devices <= 1 || std::getenv(kVariable) != nullptr) return;
+    const auto threads = std::max<int64_t>(std::thread::hardware_concurrency(), 2 * devices);
     set_ = setenv(kVariable, std::to_string(threads).c_str(), 0) == 0;
   }
   ~CpuThreadsForPartitions() {
@@ -172,10 +185,6 @@ ClientOptions ClientOptions::WithEnvironment(std::string_view platform) const {
   if (!merged.allocator)
     if (auto text = Env("CUXLA_ALLOCATOR")) merged.allocator = *text;
   return merged;
-}
-
-bool ClientOptions::empty() const noexcept {
-  return !preallocate && !memory_fraction && !allocator && visible_devices.empty() && !device_count;
 }
 
 const Device& ClientState::DeviceOf(PJRT_Device* handle) const {
@@ -242,6 +251,7 @@ std::shared_ptr<Client> Client::CreateResolved(std::shared_ptr<const pjrt::Plugi
   auto args = CUXLA_PJRT_ARGS(PJRT_Client_Create_Args);
   args.create_options = named.data();
   args.num_options = named.size();
+  if (resolved.kv_store != nullptr) pjrt::SetKeyValueCallbacks(args, *resolved.kv_store);
   {
     const CpuThreadsForPartitions threads(platform, resolved);
     CUXLA_PJRT_CALL(api, PJRT_Client_Create, &args);
@@ -249,6 +259,7 @@ std::shared_ptr<Client> Client::CreateResolved(std::shared_ptr<const pjrt::Plugi
 
   auto state = std::make_shared<ClientState>();
   state->plugin = std::move(plugin);
+  state->kv_store = resolved.kv_store;
   state->client = pjrt::ClientPtr(args.client, pjrt::ClientDestroy{&state->api()});
 
   auto name_args = CUXLA_PJRT_ARGS(PJRT_Client_PlatformName_Args);
@@ -266,6 +277,10 @@ std::shared_ptr<Client> Client::CreateResolved(std::shared_ptr<const pjrt::Plugi
     state->devices.push_back(DescribeDevice(api, dev_args.addressable_devices[i], state->platform));
   if (state->devices.empty())
     throw Error(ErrorKind::kRuntime, "the " + platform + " client has no addressable device");
+  auto all_args = CUXLA_PJRT_ARGS(PJRT_Client_Devices_Args);
+  all_args.client = args.client;
+  CUXLA_PJRT_CALL(api, PJRT_Client_Devices, &all_args);
+  state->global_device_count = all_args.num_devices;
   return std::make_shared<Client>(std::move(state), std::move(resolved));
 }
 

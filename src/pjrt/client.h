@@ -14,6 +14,7 @@
 
 #include "pjrt/api.h"
 #include "pjrt/dtype.h"
+#include "pjrt/key_value_store.h"
 #include "pjrt/plugin.h"
 
 namespace cuxla {
@@ -25,20 +26,24 @@ class Executable;
 // "Memory"): unset, they fall back to CUXLA_PREALLOCATE / CUXLA_MEM_FRACTION
 // / CUXLA_ALLOCATOR, then to the defaults: no preallocation, the plugin's own
 // fraction and allocator. `device_count` is a CPU client's number of
-// devices (unset: CUXLA_CPU_DEVICE_COUNT, else the plugin's default, 1);
+// devices (unset: CUXLA_CPU_DEVICE_COUNT, else the plugin's default);
 // with several, the plugin gets twice as many threads (PJRT_NPROC, unless
 // set) so that SPMD partitions waiting in collectives cannot starve it.
+// `num_nodes` > 1 makes one CUDA client of several processes (one per
+// node_id), which find each other through `kv_store`.
 struct ClientOptions {
   std::optional<bool> preallocate;
   std::optional<double> memory_fraction;  // in (0, 1]
   std::optional<std::string> allocator;   // "platform", "bfc", "cuda_async", "default"
   std::vector<int64_t> visible_devices;   // empty: all
   std::optional<int64_t> device_count;    // CPU only, >= 1
+  int64_t node_id = 0;                    // this process, in [0, num_nodes)
+  int64_t num_nodes = 1;
+  std::shared_ptr<KeyValueStore> kv_store;  // needed when num_nodes > 1
 
   // These options with the environment of `platform` filled in for unset
   // fields; throws a ValueError-kind Error naming a malformed variable or value.
   ClientOptions WithEnvironment(std::string_view platform = "cuda") const;
-  bool empty() const noexcept;
 };
 
 struct Device {
@@ -88,9 +93,11 @@ class ExecutableCache {
 // and its executables so that the PJRT client is destroyed after all of them.
 struct ClientState {
   std::shared_ptr<const pjrt::Plugin> plugin;  // keeps the Api alive (never unloaded)
+  std::shared_ptr<KeyValueStore> kv_store;     // PJRT may call it until the client is gone
   pjrt::ClientPtr client;
   std::string platform;
   std::vector<Device> devices;  // addressable devices
+  size_t global_device_count = 0;  // every process's devices
 
   const pjrt::Api& api() const noexcept { return plugin->api(); }
   const Device& DeviceOf(PJRT_Device* handle) const;

@@ -1,6 +1,9 @@
 // Clients: their platform and devices, and the memory options read from the
 // environment.
 #include <algorithm>
+#include <chrono>
+#include <map>
+#include <stdexcept>
 #include <set>
 #include <string>
 
@@ -92,7 +95,10 @@ class ClientOptionsEnvTest : public ::testing::Test {
 };
 
 TEST_F(ClientOptionsEnvTest, WithoutVariablesOptionsStayUnset) {
-  EXPECT_TRUE(ClientOptions{}.WithEnvironment().empty());
+  const ClientOptions options = ClientOptions{}.WithEnvironment();
+  EXPECT_FALSE(options.preallocate);
+  EXPECT_FALSE(options.memory_fraction);
+  EXPECT_FALSE(options.allocator);
 }
 
 TEST_F(ClientOptionsEnvTest, WithEnvironmentReadsCuxlaPreallocate) {
@@ -140,6 +146,66 @@ TEST_F(ClientOptionsEnvTest, MalformedCuxlaMemFractionThrowsValueErrorNamingIt) 
   EXPECT_EQ(error->kind(), ErrorKind::kValue);
   EXPECT_TRUE(Contains(error->what(), "CUXLA_MEM_FRACTION"));
   EXPECT_TRUE(Contains(error->what(), "abc"));
+}
+
+
+// An in-memory store, as torch.distributed's TCPStore is across processes.
+class MemoryStore : public KeyValueStore {
+ public:
+  std::string Get(std::string_view key, std::chrono::milliseconds) override {
+    if (fail_get) throw std::runtime_error("the store is down");
+    auto it = values.find(std::string(key));
+    if (it == values.end()) throw std::runtime_error("timed out waiting for " + std::string(key));
+    return it->second;
+  }
+  std::optional<std::string> TryGet(std::string_view key) override {
+    auto it = values.find(std::string(key));
+    if (it == values.end()) return std::nullopt;
+    return it->second;
+  }
+  void Put(std::string_view key, std::string_view value) override { values[std::string(key)] = value; }
+
+  std::map<std::string, std::string> values;
+  bool fail_get = false;
+};
+
+TEST(ClientTest, KeyValueCallbacksReachTheStoreAndCarryItsErrors) {
+  auto plugin = pjrt::Plugin::Load(FAKE_PJRT_kv_PATH);
+  auto store = std::make_shared<MemoryStore>();
+  ClientOptions options;
+  options.node_id = 1;
+  options.num_nodes = 2;
+  options.kv_store = store;
+  auto error = ThrownError([&] { Client::Create(plugin, "cuda", options); });
+  ASSERT_TRUE(error);
+  EXPECT_TRUE(Contains(error->what(),
+                       "fake kv plugin: node 1 of 2 read 'hello from 1'; try-get of an absent key: NOT_FOUND"))
+      << error->what();
+  EXPECT_EQ(store->values["fake/node1"], "hello from 1");
+
+  store->fail_get = true;
+  auto failed = ThrownError([&] { Client::Create(plugin, "cuda", options); });
+  ASSERT_TRUE(failed);
+  EXPECT_TRUE(Contains(failed->what(), "cuxla key-value store get: the store is down")) << failed->what();
+}
+
+TEST(ClientTest, SeveralProcessesNeedAStoreAValidNodeIdAndCuda) {
+  auto plugin = pjrt::Plugin::Load(FAKE_PJRT_kv_PATH);
+  ClientOptions options;
+  options.num_nodes = 2;
+  auto no_store = ThrownError([&] { Client::Create(plugin, "cuda", options); });
+  ASSERT_TRUE(no_store);
+  EXPECT_EQ(no_store->kind(), ErrorKind::kValue);
+  EXPECT_TRUE(Contains(no_store->what(), "needs a kv_store"));
+  options.kv_store = std::make_shared<MemoryStore>();
+  options.node_id = 2;
+  auto bad_node = ThrownError([&] { Client::Create(plugin, "cuda", options); });
+  ASSERT_TRUE(bad_node);
+  EXPECT_TRUE(Contains(bad_node->what(), "node_id must be in [0, num_nodes): got node_id 2, num_nodes 2"));
+  options.node_id = 0;
+  auto cpu = ThrownError([&] { Client::Create(plugin, "cpu", options); });
+  ASSERT_TRUE(cpu);
+  EXPECT_TRUE(Contains(cpu->what(), "are cuda clients, not 'cpu'"));
 }
 
 }  // namespace
