@@ -207,7 +207,7 @@ NB_MODULE(_cuxla, m) {
         nb::gil_scoped_release release;
         return Client::Create(path, platform, options);
       }, "plugin"_a, "platform"_a, "preallocate"_a.none(), "memory_fraction"_a.none(),
-         "allocator"_a.none(), "visible_devices"_a, "device_count"_a.none(), "node_id"_a = 0,
+         "allocator"_a.none(), "visible_devices"_a, "device_count"_a.none() = nb::none(), "node_id"_a = 0,
          "num_nodes"_a = 1, "kv_store"_a = nb::none())
       .def_prop_ro("platform", &Client::platform)
       .def_prop_ro("platform_version", &Client::platform_version)

@@ -54,3 +54,20 @@ def test_cuda_client_does_not_preallocate_by_default(client):
     if client.platform != "cuda":
         pytest.skip("memory options exist on CUDA only")
     assert client.options["preallocate"] is False
+
+
+def test_device_count_sets_a_cpu_clients_devices():
+    if not cuxla._cuxla.find_plugin("cpu", cuxla._client.package_dirs())[0]:
+        pytest.skip("needs the CPU plugin")
+    client = cuxla.Client("cpu", device_count=3)
+    assert [d.id for d in client.devices()] == [0, 1, 2]
+    assert client.global_device_count == 3 and client.options["device_count"] == 3
+    with pytest.raises(ValueError, match="device_count applies to the cpu platform only"):
+        cuxla._cuxla._Client.create("/nonexistent.so", "cuda", None, None, None, [], 2)
+
+
+def test_several_processes_need_a_store_and_a_node_id_in_range():
+    with pytest.raises(ValueError, match="needs a kv_store"):
+        cuxla._cuxla._Client.create("/nonexistent.so", "cuda", None, None, None, [], None, 0, 2)
+    with pytest.raises(ValueError, match=r"node_id must be in \[0, num_nodes\): got node_id 3, num_nodes 2"):
+        cuxla._cuxla._Client.create("/nonexistent.so", "cuda", None, None, None, [], None, 3, 2, object())
