@@ -61,7 +61,8 @@ class PyKeyValueStore : public cuxla::KeyValueStore {
     try {
       return f();
     } catch (nb::python_error& e) {
-      throw std::runtime_error(e.what());
+      throw std::runtime_error(std::string(nb::str(e.type().attr("__name__")).c_str()) + ": " +
+                               nb::str(e.value()).c_str());
     }
   }
 

@@ -1,4 +1,6 @@
 """Clients, devices and the memory options."""
+import os
+
 import pytest
 
 import cuxla
@@ -71,3 +73,26 @@ def test_several_processes_need_a_store_and_a_node_id_in_range():
         cuxla._cuxla._Client.create("/nonexistent.so", "cuda", None, None, None, [], None, 0, 2)
     with pytest.raises(ValueError, match=r"node_id must be in \[0, num_nodes\): got node_id 3, num_nodes 2"):
         cuxla._cuxla._Client.create("/nonexistent.so", "cuda", None, None, None, [], None, 3, 2, object())
+
+
+@pytest.mark.skipif(not os.environ.get("CUXLA_FAKE_KV_PLUGIN"),
+                    reason="needs the fake plugin of the C++ tests (scripts/test sets CUXLA_FAKE_KV_PLUGIN)")
+def test_a_torch_distributed_store_serves_the_plugins_key_value_callbacks():
+    # The fake plugin's client creation puts a key, gets it back and
+    # try-gets an absent one through the store, then reports what it saw.
+    import datetime
+
+    import torch.distributed as dist
+
+    plugin = os.environ["CUXLA_FAKE_KV_PLUGIN"]
+    store = dist.TCPStore("127.0.0.1", 0, 1, True, timeout=datetime.timedelta(seconds=10))
+    with pytest.raises(RuntimeError, match="node 1 of 2 read 'hello from 1'; try-get of an absent key: NOT_FOUND"):
+        cuxla.Client("cuda", plugin=plugin, node_id=1, num_nodes=2, kv_store=dist.PrefixStore("cuxla", store))
+    assert store.get("cuxla/fake/node1") == b"hello from 1"
+
+    class Broken:
+        def set(self, key, value):
+            raise OSError("disk full")
+
+    with pytest.raises(RuntimeError, match="cuxla key-value store put: OSError: disk full"):
+        cuxla.Client("cuda", plugin=plugin, node_id=0, num_nodes=2, kv_store=Broken())
