@@ -40,7 +40,7 @@ def test_two_processes_form_one_client_through_torch_distributed_store():
                for rank in range(world)]
     results = []
     for worker in workers:
-        out, err = worker.communicate(timeout=240)
+        out, err = worker.communicate(timeout=150)
         assert worker.returncode == 0, err[-3000:]
         results.append(json.loads(out.strip().splitlines()[-1]))
     print(results)
