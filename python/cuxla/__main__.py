@@ -13,14 +13,15 @@ def main(argv: list[str] | None = None) -> int:
     demo = commands.add_parser("demo", help="arrays, a compiled program, results and timings")
     demo.add_argument("--platform", choices=["cuda", "cpu"], help="default: CUDA if present, else CPU")
     bench = commands.add_parser("bench", help="benchmarks: table, JSON and a PNG plot")
-    bench.add_argument("what", choices=["handoff", "train"],
-                       help="handoff: PyTorch <-> XLA, beside JAX and copies; train: eager/inductor/cuxla")
+    bench.add_argument("what", choices=["handoff", "train", "scale"],
+                       help="handoff: PyTorch <-> XLA, beside JAX and copies; train: eager/inductor/cuxla; "
+                            "scale: data-parallel steps over 1, 2, 4... devices")
     bench.add_argument("--max-bytes", type=int, help="largest tensor (default 1 GiB on CUDA, 256 MiB on CPU)")
     bench.add_argument("--out", default="bench-results", help="folder for handoff.md/.json/.png")
     bench.add_argument("--budget", type=float, default=1.0, help="seconds per measurement (at least 5 runs)")
     bench.add_argument("--models", default="mlp,cnn,bert", help="train: models (mlp, cnn, bert)")
     bench.add_argument("--backends", default="eager,inductor,cuxla", help="train: torch.compile backends")
-    bench.add_argument("--steps", type=int, default=20, help="train: steps per model and backend")
+    bench.add_argument("--steps", type=int, default=20, help="train, scale: steps per model and backend")
     args = parser.parse_args(argv)
 
     if args.command == "info":

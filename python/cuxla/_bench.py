@@ -237,7 +237,83 @@ def _write(rows: list[dict], sizes: list[int], card: str, out_dir: pathlib.Path)
 def main(args) -> int:
     if args.what == "train":
         return train(args.models.split(","), args.backends.split(","), args.steps, args.out)
+    if args.what == "scale":
+        return scale(args.models.split(","), args.steps, args.out)
     return handoff(args.max_bytes, args.out, args.budget)
+
+
+def scale(models: list[str], steps: int, out_dir: str) -> int:
+    """Step time of DataParallel SGD over 1, 2, 4... devices (every GPU, or
+    the CPU plugin's 4 devices), the global batch fixed: strong scaling."""
+    import copy
+
+    import torch
+
+    from . import _models
+    from .parallel import DataParallel
+
+    cuda = torch.cuda.is_available()
+    device = "cuda" if cuda else "cpu"
+    client = cuxla._client.client_for_platform("cuda" if cuda else "cpu")
+    devices = client.devices()
+    counts = [n for n in (1, 2, 4, 8) if n <= len(devices)]
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    card = torch.cuda.get_device_name() if cuda else "CPU"
+    print(f"cuxla bench scale on {len(devices)} x {card}: data-parallel SGD steps over {counts} devices, "
+          f"{'base' if cuda else 'tiny'} models; p50 of {steps} steps after the first")
+    rows = []
+    # Not the CNN: DataParallel reads buffers but does not update them (BatchNorm's running statistics).
+    for name in [m for m in models if m != "cnn"]:
+        base = _models.WORKLOADS[name](device, "base" if cuda else "tiny")
+        for n in counts:
+            if base.batch[0].shape[0] % n:
+                continue
+            mesh = cuxla.Mesh(devices[:n], ["data"])
+            start = time.perf_counter()
+            dp = DataParallel(copy.deepcopy(base.model), base.loss, mesh, lr=1e-3, example_batch=base.batch,
+                              client=client)
+            dp.step(base.batch).item()
+            compile_s = time.perf_counter() - start
+            times = []
+            for _ in range(steps):
+                start = time.perf_counter()
+                loss = dp.step(base.batch)
+                sync()
+                loss.item()
+                times.append(time.perf_counter() - start)
+            row = {"model": name, "devices": n, "step_ms": statistics.median(times) * 1e3, "compile_s": compile_s}
+            rows.append(row)
+            print(f"  {name:5s} {n} device(s): step {row['step_ms']:9.2f} ms   compile + first step "
+                  f"{compile_s:6.2f} s", flush=True)
+    out = pathlib.Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "scale.json").write_text(json.dumps({"device": card, "rows": rows}, indent=1))
+    lines = [f"Data-parallel SGD step on {card}, global batch fixed", "",
+             "| model | devices | step (ms, p50) | speed-up | compile + first step (s) |", "|---|---|---|---|---|"]
+    for r in rows:
+        one = next(o for o in rows if o["model"] == r["model"] and o["devices"] == 1)
+        lines.append(f"| {r['model']} | {r['devices']} | {r['step_ms']:.2f} | {one['step_ms'] / r['step_ms']:.2f}x | "
+                     f"{r['compile_s']:.2f} |")
+    (out / "scale.md").write_text("\n".join(lines) + "\n")
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    for name in dict.fromkeys(r["model"] for r in rows):
+        points = [(r["devices"], r["step_ms"]) for r in rows if r["model"] == name]
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("devices")
+    ax.set_ylabel("step time, p50 (ms)")
+    ax.set_title(f"Data-parallel SGD, {card}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "scale.png", dpi=120)
+    print(f"\nwrote {out / 'scale.md'}, {out / 'scale.json'}, {out / 'scale.png'}")
+    return 0
 
 
 def train(models: list[str], backends: list[str], steps: int, out_dir: str) -> int:

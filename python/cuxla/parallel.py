@@ -8,7 +8,8 @@ cuxla compiles it for the mesh's devices; XLA partitions it and inserts the
 collectives (the gradients' all-reduce: NCCL on GPUs). The batch's shards
 are imported onto the devices (zero-copy where they already are), the
 parameters stay on the devices as replicated ShardedArrays between steps,
-and `parameters()` hands them back to PyTorch zero-copy.
+and `parameters()` hands them back to PyTorch zero-copy. Buffers (BatchNorm's
+running statistics, position ids) are read, never updated.
 """
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The command line: `info` and `demo`."""
+"""The command line: `info`, `demo` and `bench`."""
+import json
 import subprocess
 import sys
 
@@ -28,3 +29,20 @@ def test_demo_runs_and_checks_its_result(client):
     result = _run("demo", "--platform", client.platform)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "-> OK" in result.stdout and "compile" in result.stdout
+
+
+def test_bench_commands_write_a_table_json_and_a_plot(tmp_path):
+    # Small settings: the numbers are the GPU runs' business, the files are checked here.
+    runs = {
+        "handoff": ["--max-bytes", "4096", "--budget", "0.02"],
+        "train": ["--models", "mlp", "--backends", "eager,cuxla", "--steps", "3"],
+        "scale": ["--models", "mlp", "--steps", "2"],
+    }
+    for what, options in runs.items():
+        result = _run("bench", what, "--out", str(tmp_path), *options)
+        assert result.returncode == 0, result.stdout + result.stderr
+        table = (tmp_path / f"{what}.md").read_text()
+        assert (tmp_path / f"{what}.png").stat().st_size > 1000
+        rows = json.loads((tmp_path / f"{what}.json").read_text())["rows"]
+        assert rows and all(r.get("step_ms", r.get("p50_us", 0)) > 0 for r in rows)
+        assert all(str(r.get("method", r.get("model"))) in table for r in rows)
