@@ -89,6 +89,18 @@ const DLPackExchangeAPI* ExchangeApi(PyTypeObject* type) {
 
 [[noreturn]] void RaisePythonError() { throw nb::python_error(); }
 
+// interop::ImportDLPack without the GIL. A copy made at import runs a
+// program, and PJRT may wait in it for earlier work to finish; that work's
+// completion runs producers' deleters on PJRT's threads, and PyTorch's take
+// the GIL: holding it here could deadlock. The tensor is ours by now, and
+// no Python object is touched.
+template <class Managed>
+Array ImportWithoutGil(const std::shared_ptr<const ClientState>& state, Managed* tensor,
+                       const interop::ImportOptions& options) {
+  nb::gil_scoped_release release;
+  return interop::ImportDLPack(state, tensor, options);
+}
+
 // Imports a capsule's tensor. The capsule is renamed used_* (its destructor
 // then leaves the tensor to cuxla) only once nothing before the import can
 // fail: until then, the capsule still owns the tensor.
@@ -100,7 +112,7 @@ Array ConsumeCapsule(PyObject* capsule, Managed* tensor, const ImportTarget& tar
   const bool versioned = std::is_same_v<Managed, DLManagedTensorVersioned>;
   if (PyCapsule_SetName(capsule, versioned ? "used_dltensor_versioned" : "used_dltensor") != 0)
     RaisePythonError();
-  return interop::ImportDLPack(state, tensor, options);
+  return ImportWithoutGil(state, tensor, options);
 }
 
 // Consumes a DLPack capsule: renames it used_*, so that its destructor leaves
@@ -148,7 +160,7 @@ Array ImportExchange(const DLPackExchangeAPI* api, nb::handle object, const Impo
     if (tensor->deleter != nullptr) tensor->deleter(tensor);
     throw;
   }
-  return interop::ImportDLPack(resolved.first, tensor, resolved.second);
+  return ImportWithoutGil(resolved.first, tensor, resolved.second);
 }
 
 // The `__dlpack__` protocol: the producer orders its work before XLA's
@@ -232,7 +244,11 @@ nb::object ExportExchange(const DLPackExchangeAPI* api, const Array& array) {
     if (api->current_work_stream(kDLCUDA, device.device_id, &current) != 0) RaisePythonError();
     stream = current != nullptr ? reinterpret_cast<intptr_t>(current) : kLegacyDefaultStream;
   }
-  interop::OrderConsumer(array, stream);
+  {
+    const Array held = array;  // shares the buffer: another thread may delete `array` meanwhile
+    nb::gil_scoped_release release;  // on the CPU, waits for the buffer (see ImportWithoutGil)
+    interop::OrderConsumer(held, stream);
+  }
   DLManagedTensorVersioned* tensor = interop::ExportDLPack(array);
   void* out = nullptr;
   if (api->managed_tensor_to_py_object_no_sync(tensor, &out) != 0) RaisePythonError();
@@ -317,11 +333,13 @@ void RegisterDLPack(nb::module_& m, nb::class_<Array>& array) {
           throw Error(ErrorKind::kBuffer, "cuxla exports to the array's own device (" +
                                               std::to_string(own.device_type) + ", " +
                                               std::to_string(own.device_id) + ") only");
-        std::optional<Array> copied;
-        if (copy.value_or(false))
-          copied.emplace(a.CopyToDevice(*a.state(), a.state(), a.device()));
-        const Array& source = copied ? *copied : a;
-        interop::OrderConsumer(source, ConsumerStream(source, stream));
+        const std::optional<intptr_t> consumer = ConsumerStream(a, stream);
+        Array source = a;  // shares the buffer: another thread may delete `a` meanwhile
+        {
+          nb::gil_scoped_release release;  // see ImportWithoutGil
+          if (copy.value_or(false)) source = source.CopyToDevice(*source.state(), source.state(), source.device());
+          interop::OrderConsumer(source, consumer);
+        }
         return ExportCapsule(source, max_version && max_version->first >= 1);
       }, nb::kw_only(), "stream"_a = nb::none(), "max_version"_a = nb::none(),
          "dl_device"_a = nb::none(), "copy"_a = nb::none(),

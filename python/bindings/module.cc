@@ -267,10 +267,10 @@ NB_MODULE(_cuxla, m) {
       .def_prop_ro("is_deleted", &Array::is_deleted)
       .def("unsafe_buffer_pointer", &Array::UnsafeBufferPointer)
       .def("block_until_ready", [](nb::handle self) {
-        const Array& a = nb::cast<const Array&>(self);
+        const Array held = nb::cast<const Array&>(self);  // another thread may delete self meanwhile
         {
           nb::gil_scoped_release release;
-          a.BlockUntilReady();
+          held.BlockUntilReady();
         }
         return nb::borrow(self);
       })
@@ -278,9 +278,10 @@ NB_MODULE(_cuxla, m) {
         a.buffer();  // raise before allocating for a deleted array
         nb::object out = nb::module_::import_("numpy").attr("empty")(Shape(a), NumpyDType(a.dtype()));
         auto data = nb::cast<uintptr_t>(out.attr("ctypes").attr("data"));
+        const Array held = a;  // another thread may delete `a` meanwhile
         {
           nb::gil_scoped_release release;
-          a.CopyToHost(reinterpret_cast<void*>(data), static_cast<size_t>(a.nbytes()));
+          held.CopyToHost(reinterpret_cast<void*>(data), static_cast<size_t>(held.nbytes()));
         }
         return out;
       }, "A host copy as a NumPy array.")

@@ -105,10 +105,12 @@ void RegisterSharding(nb::module_& m, nb::class_<Executable>& executable) {
 
   executable
       .def_prop_ro("num_partitions", &Executable::num_partitions)
-      // With the GIL held throughout: another thread must not delete a shard
-      // between the checks and the launch (which only enqueues the work).
+      // Checked and held with the GIL (no other thread can delete a shard
+      // meanwhile), run without it (PJRT's threads may need it).
       .def("call_sharded", [](const Executable& e, const std::vector<const ShardedArray*>& args) {
-        return ExecuteSharded(e, args);
+        const ShardedCall call = PrepareSharded(e, args);
+        nb::gil_scoped_release release;
+        return RunSharded(e, call);
       }, "args"_a, "Runs an SPMD program on ShardedArrays split as its parameters are; "
                    "returns its results as ShardedArrays.");
 }

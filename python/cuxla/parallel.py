@@ -17,6 +17,7 @@ from typing import Callable, Sequence
 
 import torch
 from torch._decomp import core_aten_decompositions
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from . import _client, _cuxla, _torchax
@@ -46,8 +47,11 @@ class DataParallel:
         # The loss as a core ATen graph first (as AOTAutograd hands graphs to
         # the torch.compile backend): torchax lowers ATen ops, not every
         # Python-level use of a tensor.
-        graph = make_fx(torch_loss, decomposition_table=core_aten_decompositions())(
-            params, buffers, list(example_batch))
+        # Attention in plain ops: the fused SDPA kernels PyTorch picks on
+        # CUDA have no torchax lowering.
+        with sdpa_kernel(SDPBackend.MATH):
+            graph = make_fx(torch_loss, decomposition_table=core_aten_decompositions())(
+                params, buffers, list(example_batch))
         _drop_device_moves(graph)
 
         def loss_of(jax_params, jax_buffers, jax_batch):

@@ -113,8 +113,8 @@ Executable::Call Executable::PreparePartitions(std::span<const std::vector<const
     if (args[p].size() != parameters.size())
       throw Error(ErrorKind::kValue, "the program takes " + std::to_string(parameters.size()) +
                                          " arguments, " + std::to_string(args[p].size()) + " given" + where);
-    std::vector<std::shared_ptr<PJRT_Buffer>>& buffers = call.buffers.emplace_back();
-    buffers.reserve(parameters.size());
+    auto& held = call.args.emplace_back();
+    held.reserve(parameters.size());
     for (size_t i = 0; i < parameters.size(); ++i) {
       const Array& arg = *args[p][i];
       const std::string name = "argument " + std::to_string(i) + where;
@@ -131,8 +131,11 @@ Executable::Call Executable::PreparePartitions(std::span<const std::vector<const
                         (expected.dtype ? std::string(DTypeName(*expected.dtype)) : "another type") +
                         TupleText(expected.dims));
       // The program reads its parameters row-major (cuxla compiles with default
-      // layouts); a view in another layout is copied into that order first.
-      buffers.push_back(arg.is_row_major() ? arg.shared_buffer() : RowMajor(arg).shared_buffer());
+      // layouts): Run copies a view in another layout into that order first.
+      if (arg.is_row_major())
+        held.emplace_back(arg.shared_buffer());
+      else
+        held.emplace_back(Array(arg));
     }
   }
   return call;
@@ -140,11 +143,19 @@ Executable::Call Executable::PreparePartitions(std::span<const std::vector<const
 
 std::vector<std::vector<Array>> Executable::RunPartitions(const Call& call) const {
   const pjrt::Api& api = state_->api();
-  const size_t partitions = call.buffers.size();
+  const size_t partitions = call.args.size();
+  std::vector<Array> row_major;  // copies made here, alive until the launch holds them
   std::vector<std::vector<PJRT_Buffer*>> buffers(partitions);
   std::vector<PJRT_Buffer* const*> argument_lists;
   for (size_t p = 0; p < partitions; ++p) {
-    for (const auto& buffer : call.buffers[p]) buffers[p].push_back(buffer.get());
+    for (const auto& arg : call.args[p]) {
+      if (const auto* buffer = std::get_if<std::shared_ptr<PJRT_Buffer>>(&arg)) {
+        buffers[p].push_back(buffer->get());
+      } else {
+        row_major.push_back(RowMajor(std::get<Array>(arg)));
+        buffers[p].push_back(row_major.back().buffer());
+      }
+    }
     argument_lists.push_back(buffers[p].data());
   }
   std::vector<std::vector<PJRT_Buffer*>> outputs(partitions, std::vector<PJRT_Buffer*>(num_outputs_, nullptr));

@@ -7,15 +7,15 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "pjrt/api.h"
+#include "pjrt/array.h"
 #include "pjrt/client.h"
 #include "pjrt/program_shape.h"
 
 namespace cuxla {
-
-class Array;
 
 class Executable {
  public:
@@ -35,18 +35,22 @@ class Executable {
   // nothing it reads from the Arrays themselves, so that an Array deleted
   // meanwhile (another thread, without the GIL) cannot pull a buffer away.
   struct Call {
-    std::vector<std::vector<std::shared_ptr<PJRT_Buffer>>> buffers;  // per partition
+    // Per partition, per argument: its buffer, or (an argument in another
+    // layout than row-major) the Array that Run copies row-major first.
+    std::vector<std::vector<std::variant<std::shared_ptr<PJRT_Buffer>, Array>>> args;
     std::shared_ptr<const ClientState> owner;  // the arguments' client
   };
 
   // Checks the arguments of each partition (partition i's all on device i,
   // matching the program's parameters in number, dtype and shape — for an
   // SPMD program, a tile's shape; ValueError-kind Error otherwise) and holds
-  // their buffers; a view in another layout than row-major is copied into
-  // row-major on the device first.
+  // their buffers. Host work only: it never waits on the device, so a caller
+  // may hold a lock (Python's GIL) that PJRT's own threads need.
   Call PreparePartitions(std::span<const std::vector<const Array*>> args) const;
-  // Runs on a prepared call and returns each partition's outputs, which
-  // become ready asynchronously.
+  // Runs on a prepared call (a view in another layout than row-major is
+  // first copied into row-major on the device) and returns each partition's
+  // outputs, which become ready asynchronously. May wait for the device
+  // (PJRT bounds the computations in flight): call it without the GIL.
   std::vector<std::vector<Array>> RunPartitions(const Call& call) const;
   // The same for a program of one partition.
   Call Prepare(std::span<const Array* const> args) const;

@@ -32,8 +32,7 @@ ShardedArray::ShardedArray(std::vector<Array> shards, Sharding sharding)
   dims_ = sharding_.GlobalDims(first.dims());
 }
 
-std::vector<ShardedArray> ExecuteSharded(const Executable& executable,
-                                         std::span<const ShardedArray* const> args) {
+ShardedCall PrepareSharded(const Executable& executable, std::span<const ShardedArray* const> args) {
   const size_t partitions = executable.num_partitions();
   const auto& expected = executable.parameter_shardings();
   std::vector<std::vector<const Array*>> lists(partitions);
@@ -48,18 +47,33 @@ std::vector<ShardedArray> ExecuteSharded(const Executable& executable,
           ", the program takes it in " + wanted->Description());
     for (size_t p = 0; p < partitions; ++p) lists[p].push_back(&arg.shards()[p]);
   }
-  std::vector<std::vector<Array>> outputs = executable.RunPartitions(executable.PreparePartitions(lists));
-  std::vector<ShardedArray> results;
+  if (executable.results().size() != executable.num_outputs())
+    Bad("the program has results cuxla does not describe (tuples, tokens)");
+  ShardedCall sharded{executable.PreparePartitions(lists), {}};
+  const auto& shardings = executable.result_shardings();
   for (size_t r = 0; r < executable.num_outputs(); ++r) {
-    const auto& shardings = executable.result_shardings();
-    std::optional<Sharding> sharding = partitions == 1 ? Sharding::Replicated(outputs[0][r].dims().size(), 1)
-                                                       : r < shardings.size() ? shardings[r] : std::nullopt;
+    std::optional<Sharding> sharding = partitions == 1 ? Sharding::Replicated(executable.results()[r].dims.size(), 1)
+                                       : r < shardings.size() ? shardings[r] : std::nullopt;
     if (!sharding) Bad("the program splits result " + std::to_string(r) + " in a way cuxla does not describe");
+    sharded.result_shardings.push_back(std::move(*sharding));
+  }
+  return sharded;
+}
+
+std::vector<ShardedArray> RunSharded(const Executable& executable, const ShardedCall& call) {
+  std::vector<std::vector<Array>> outputs = executable.RunPartitions(call.call);
+  std::vector<ShardedArray> results;
+  for (size_t r = 0; r < call.result_shardings.size(); ++r) {
     std::vector<Array> shards;
-    for (size_t p = 0; p < partitions; ++p) shards.push_back(std::move(outputs[p][r]));
-    results.emplace_back(std::move(shards), std::move(*sharding));
+    for (auto& partition : outputs) shards.push_back(std::move(partition[r]));
+    results.emplace_back(std::move(shards), call.result_shardings[r]);
   }
   return results;
+}
+
+std::vector<ShardedArray> ExecuteSharded(const Executable& executable,
+                                         std::span<const ShardedArray* const> args) {
+  return RunSharded(executable, PrepareSharded(executable, args));
 }
 
 }  // namespace cuxla

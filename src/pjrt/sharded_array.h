@@ -30,10 +30,21 @@ class ShardedArray {
   std::vector<int64_t> dims_;
 };
 
-// Runs an SPMD program on sharded arguments: each argument must be split as
-// the program's parameter is and have its shards on the program's devices,
-// in partition order (ValueError-kind Error otherwise). Returns the results,
-// sharded as the program makes them.
+// An SPMD execution's arguments, checked and held, and how its results are split.
+struct ShardedCall {
+  Executable::Call call;
+  std::vector<Sharding> result_shardings;
+};
+
+// Checks sharded arguments for an SPMD program: each must be split as the
+// program's parameter is and have its shards on the program's devices, in
+// partition order (ValueError-kind Error otherwise). Host work only, as
+// Executable::PreparePartitions.
+ShardedCall PrepareSharded(const Executable& executable, std::span<const ShardedArray* const> args);
+// Runs it (as Executable::RunPartitions: without the GIL) and returns the
+// results, sharded as the program makes them.
+std::vector<ShardedArray> RunSharded(const Executable& executable, const ShardedCall& call);
+// Both in one (for callers holding no lock PJRT's threads need).
 std::vector<ShardedArray> ExecuteSharded(const Executable& executable,
                                          std::span<const ShardedArray* const> args);
 

@@ -106,10 +106,12 @@ def test_a_huge_import_is_refused_cleanly(client):
 
 SHUTDOWN = textwrap.dedent("""
     import numpy as np, torch, cuxla, cuxla.torch as ct
+    cpu = cuxla.default_client().platform == "cpu"
     kept_array = cuxla.asarray(np.arange(1000, dtype=np.float32))
     kept_torch = ct.to_torch(kept_array)
-    kept_numpy = np.from_dlpack(cuxla.asarray(np.ones(8, np.float32)))
-    kept_view = cuxla.from_dlpack(torch.arange(16.0))
+    # An export through the `__dlpack__` protocol (NumPy reads host memory only).
+    kept_other = (np.from_dlpack if cpu else torch.from_dlpack)(cuxla.asarray(np.ones(8, np.float32)))
+    kept_view = cuxla.from_dlpack(torch.arange(16.0, device="cpu" if cpu else "cuda"))
     capsule = kept_array.__dlpack__(max_version=(1, 0))   # never consumed
     print("ready", float(kept_torch.sum()))
 """)

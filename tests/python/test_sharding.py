@@ -41,8 +41,8 @@ module @m attributes {{mhlo.num_partitions = {n} : i32, mhlo.num_replicas = 1 : 
 func.func public @main(%x: tensor<{rows}x16xf32> {{mhlo.sharding = "{split}"}},
                        %w: tensor<16x16xf32> {{mhlo.sharding = "{whole}"}})
     -> (tensor<{rows}x16xf32> {{mhlo.sharding = "{split}"}}, tensor<16x16xf32> {{mhlo.sharding = "{whole}"}}) {{
-  %y = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<{rows}x16xf32>, tensor<16x16xf32>) -> tensor<{rows}x16xf32>
-  %g = stablehlo.dot_general %x, %y, contracting_dims = [0] x [0] : (tensor<{rows}x16xf32>, tensor<{rows}x16xf32>) -> tensor<16x16xf32>
+  %y = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0], precision = [HIGHEST, HIGHEST] : (tensor<{rows}x16xf32>, tensor<16x16xf32>) -> tensor<{rows}x16xf32>
+  %g = stablehlo.dot_general %x, %y, contracting_dims = [0] x [0], precision = [HIGHEST, HIGHEST] : (tensor<{rows}x16xf32>, tensor<{rows}x16xf32>) -> tensor<16x16xf32>
   return %y, %g : tensor<{rows}x16xf32>, tensor<16x16xf32>
 }}
 }}
