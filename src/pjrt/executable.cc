@@ -109,24 +109,25 @@ Executable::Call Executable::PreparePartitions(std::span<const std::vector<const
   // internal program (ClientState::InternalProgram) does not own the client.
   call.owner = args.front().empty() ? state_ : args.front().front()->state();
   for (size_t p = 0; p < args.size(); ++p) {
-    const std::string where = devices_.size() > 1 ? " of partition " + std::to_string(p) : "";
+    // Names for messages, spelled only when one is thrown.
+    auto where = [&] { return devices_.size() > 1 ? " of partition " + std::to_string(p) : std::string(); };
     if (args[p].size() != parameters.size())
       throw Error(ErrorKind::kValue, "the program takes " + std::to_string(parameters.size()) +
-                                         " arguments, " + std::to_string(args[p].size()) + " given" + where);
+                                         " arguments, " + std::to_string(args[p].size()) + " given" + where());
     auto& held = call.args.emplace_back();
     held.reserve(parameters.size());
     for (size_t i = 0; i < parameters.size(); ++i) {
       const Array& arg = *args[p][i];
-      const std::string name = "argument " + std::to_string(i) + where;
+      auto name = [&] { return "argument " + std::to_string(i) + where(); };
       if (arg.state()->client.get() != state_->client.get())
-        throw Error(ErrorKind::kValue, name + " belongs to another client than the executable");
+        throw Error(ErrorKind::kValue, name() + " belongs to another client than the executable");
       if (arg.device().id != devices_[p]->id)
-        throw Error(ErrorKind::kValue, name + " is on device " + std::to_string(arg.device().id) +
+        throw Error(ErrorKind::kValue, name() + " is on device " + std::to_string(arg.device().id) +
                                            ", the program runs it on device " + std::to_string(devices_[p]->id));
       const pjrt::HloShape& expected = parameters[i];
       if (expected.dtype != arg.dtype() || expected.dims != arg.dims())
         throw Error(ErrorKind::kValue,
-                    name + " is " + std::string(DTypeName(arg.dtype())) + TupleText(arg.dims()) +
+                    name() + " is " + std::string(DTypeName(arg.dtype())) + TupleText(arg.dims()) +
                         ", the program expects " +
                         (expected.dtype ? std::string(DTypeName(*expected.dtype)) : "another type") +
                         TupleText(expected.dims));
