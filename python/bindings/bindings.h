@@ -42,11 +42,14 @@ struct ImportTarget {
 
 // The imports of one execution's arguments: only the first CUDA tensor of a
 // device carries the ordering after the producer's stream. The others were
-// written before it on that stream, and are only ever used in the same
-// execution, which waits for all its arguments: they need no ordering of
-// their own (PJRT's, at ~10 µs a view, is the costly part of an import).
+// written before it on that stream, and their views are only ever used in
+// the same execution, which waits for all its arguments: they need no
+// ordering of their own (PJRT's, at ~10 µs a view, is the costly part of an
+// import) — but a copy made at import (a strided tensor) runs before that
+// execution, and waits for `ready_stream` itself.
 struct ImportBatch {
   int device_id = -1;
+  intptr_t ready_stream = 0;  // the first import's (0: the producer had nothing pending)
 };
 
 // Imports any DLPack producer (`__dlpack__` object, DLPack C exchange API)

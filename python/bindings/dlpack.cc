@@ -146,7 +146,12 @@ Array ImportExchange(const DLPackExchangeAPI* api, nb::handle object, const Impo
   std::pair<std::shared_ptr<const ClientState>, interop::ImportOptions> resolved;
   try {
     resolved = Resolve(target, device.device_type, copy);
-    if (device.device_type == kDLCUDA && (batch == nullptr || batch->device_id != device.device_id)) {
+    if (device.device_type == kDLCUDA && batch != nullptr && batch->device_id == device.device_id) {
+      // Another view of this execution waits for the producer; a copy made
+      // now runs on its own, and waits too.
+      resolved.second.ready_stream = batch->ready_stream;
+      resolved.second.only_copies_wait = true;
+    } else if (device.device_type == kDLCUDA) {
       void* current = nullptr;
       if (api->current_work_stream(kDLCUDA, device.device_id, &current) != 0) RaisePythonError();
       // The default stream is reported as null; name it so that it is waited on.
@@ -154,7 +159,7 @@ Array ImportExchange(const DLPackExchangeAPI* api, nb::handle object, const Impo
       const ClientState& state = *resolved.first;
       resolved.second.ready_stream =
           state.ExternalReadyStream(state.DeviceWithHardwareId(device.device_id), producer);
-      if (batch != nullptr) batch->device_id = device.device_id;
+      if (batch != nullptr) *batch = ImportBatch{device.device_id, resolved.second.ready_stream};
     }
   } catch (...) {
     if (tensor->deleter != nullptr) tensor->deleter(tensor);

@@ -142,10 +142,13 @@ Array ImportDLPack(const std::shared_ptr<const ClientState>& state,
     view.data = data;
     view.dtype = dtype;
     view.dims.assign(dims.begin(), dims.end());
-    if (!std::is_sorted(layout->rbegin(), layout->rend())) view.minor_to_major = std::move(*layout);
+    const bool row_major = std::is_sorted(layout->rbegin(), layout->rend());
+    if (!row_major) view.minor_to_major = std::move(*layout);
     view.on_delete = &CallDeleter;
     view.on_delete_arg = tensor;
-    view.ready_stream = options.ready_stream;
+    // A view in another layout is copied row-major before a program reads
+    // it (pjrt::RowMajor), on its own: that copy waits through the view.
+    view.ready_stream = options.only_copies_wait && row_major ? 0 : options.ready_stream;
     array.emplace(Array::CreateView(state, view, source));
     owner.release();  // the view owns the tensor now
   } else {

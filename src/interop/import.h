@@ -22,8 +22,12 @@ struct ImportOptions {
   CopyPolicy copy = CopyPolicy::kIfNeeded;
   // CUDA: XLA's external-ready stream (ClientState::ExternalReadyStream),
   // already ordered after the producer's pending writes; XLA's first use of
-  // the view waits for it on the device. 0: nothing pending.
+  // the view (or the copy) waits for it on the device. 0: nothing pending.
   intptr_t ready_stream = 0;
+  // A row-major view need not wait for `ready_stream` (another view of the
+  // same execution does, which orders the whole execution); a copy — made
+  // now, or later from a view in another layout — still does.
+  bool only_copies_wait = false;
 };
 
 // Imports `tensor` into `state`'s client (whose platform must match the

@@ -158,26 +158,33 @@ def test_cupy_and_jax_arrays_import_zero_copy(cuda_client):
     assert b.unsafe_buffer_pointer() == j.unsafe_buffer_pointer()
 
 
-ADD = f"""
-func.func public @main(%x: tensor<{N}xf32>, %y: tensor<{N}xf32>) -> tensor<{N}xf32> {{
-  %out = stablehlo.add %x, %y : tensor<{N}xf32>
-  return %out : tensor<{N}xf32>
+ROWS, COLS = 256, N // 256
+ADD_2D = f"""
+func.func public @main(%x: tensor<{ROWS}x{COLS}xf32>, %y: tensor<{ROWS}x{COLS}xf32>) -> tensor<{ROWS}x{COLS}xf32> {{
+  %out = stablehlo.add %x, %y : tensor<{ROWS}x{COLS}xf32>
+  return %out : tensor<{ROWS}x{COLS}xf32>
 }}
 """
 
 
-def test_every_argument_of_a_call_is_ordered_after_torch(cuda_client):
+@pytest.mark.parametrize("layout", ["contiguous", "steps", "transposed"])
+def test_every_argument_of_a_call_is_ordered_after_torch(cuda_client, layout):
     # Only the first argument's import carries the stream ordering: the
-    # second, written after it, must still be read after its write.
-    add = cuxla.compile(ADD, client=cuda_client)
+    # second, written after it, must still be read after its write — also
+    # when it is copied first (steps at import, a transposed view row-major
+    # when the program takes it).
+    add = cuxla.compile(ADD_2D, client=cuda_client)
     side = torch.cuda.Stream()
     wrong = 0
+    trials = TRIALS if layout == "contiguous" else TRIALS // 4
     with torch.cuda.stream(side):
-        for trial in range(TRIALS):
-            x = torch.full((N,), float(trial), device="cuda")
-            y = torch.empty(N, device="cuda")
+        for trial in range(trials):
+            x = torch.full((ROWS, COLS), float(trial), device="cuda")
+            shape = {"contiguous": (ROWS, COLS), "steps": (ROWS, 2 * COLS), "transposed": (COLS, ROWS)}[layout]
+            y = torch.empty(shape, device="cuda")
             torch.cuda._sleep(200_000)
             y.fill_(float(trial))
+            y = {"contiguous": y, "steps": y[:, ::2], "transposed": y.T}[layout]
             (out,) = ct.call(add, x, y)
             wrong += int(not bool((out == 2 * trial).all().item()))
-    assert wrong == 0, f"{wrong} of {TRIALS} calls read an argument before PyTorch's write"
+    assert wrong == 0, f"{wrong} of {trials} calls read an argument before PyTorch's write"
