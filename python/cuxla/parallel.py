@@ -1,11 +1,12 @@
 """Data-parallel training of a PyTorch model as one SPMD XLA program.
 
-`DataParallel` traces a model's loss to an ATen graph (make_fx), lowers it
-with torchax into JAX, takes its gradient there, and lowers one SGD step — parameters replicated, the batch
-split along its first dimension over the mesh — to StableHLO for a mesh of
-that many partitions (JAX's abstract mesh: no JAX devices are involved).
-cuxla compiles it for the mesh's devices; XLA partitions it and inserts the
-collectives (the gradients' all-reduce: NCCL on GPUs). The batch's shards
+`DataParallel` traces a model's loss to a core-ATen graph (make_fx), lowers
+it with torchax into JAX, takes its gradient there, and lowers one SGD step
+— parameters replicated, the batch split along its first dimension over the
+mesh's first axis — to StableHLO for a mesh of that many partitions (JAX's
+abstract mesh: no JAX devices are involved). cuxla compiles it for the
+mesh's devices; XLA partitions it and inserts the collectives (the
+gradients' all-reduce: NCCL on GPUs). The batch's shards
 are imported onto the devices (zero-copy where they already are), the
 parameters stay on the devices as replicated ShardedArrays between steps,
 and `parameters()` hands them back to PyTorch zero-copy. Buffers (BatchNorm's
