@@ -1,5 +1,7 @@
-"""`python -m cuxla bench handoff|train`: PyTorch <-> XLA handoffs side by
-side; training step and compile times of torch.compile backends.
+"""`python -m cuxla bench handoff|train|scale`: PyTorch <-> XLA handoffs side
+by side; training step and compile times of torch.compile backends; the
+data-parallel step over 1, 2, 4... devices. Each writes a table (Markdown,
+JSON) and a plot (PNG).
 
 handoff:
 
