@@ -172,6 +172,9 @@ def _program_overhead(client, ct, torch, device, sync, jax, budget_s) -> list[di
     cases = {
         "execute on Arrays (bare)": lambda: exe(a),
         "cuxla.torch.call (torch -> torch)": lambda: ct.call(exe, t),
+        # Where the call's overhead goes: a fresh view per call, or the export.
+        "  part: execute on a fresh import": lambda: exe(t),
+        "  part: execute, export the output": lambda: ct.to_torch(exe(a)[0]),
     }
     if jax is not None:
         jitted = jax.jit(lambda x: x + 1.0)
