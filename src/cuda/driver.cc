@@ -4,7 +4,6 @@
 
 #include <mutex>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "cuxla/error.h"
@@ -49,22 +48,23 @@ std::string Load(Entries& e) {
     const char* err = dlerror();
     return std::string("libcuda.so.1 not loadable: ") + (err ? err : "unknown error");
   }
-  const std::pair<bool, const char*> found[] = {
-      {Resolve(lib, e.cuInit, "cuInit"), "cuInit"},
-      {Resolve(lib, e.cuDriverGetVersion, "cuDriverGetVersion"), "cuDriverGetVersion"},
-      {Resolve(lib, e.cuDeviceGetCount, "cuDeviceGetCount"), "cuDeviceGetCount"},
-      {Resolve(lib, e.cuDeviceGet, "cuDeviceGet"), "cuDeviceGet"},
-      {Resolve(lib, e.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"), "cuDevicePrimaryCtxRetain"},
-      {Resolve(lib, e.cuCtxPushCurrent, "cuCtxPushCurrent_v2"), "cuCtxPushCurrent_v2"},
-      {Resolve(lib, e.cuCtxPopCurrent, "cuCtxPopCurrent_v2"), "cuCtxPopCurrent_v2"},
-      {Resolve(lib, e.cuCtxGetCurrent, "cuCtxGetCurrent"), "cuCtxGetCurrent"},
-      {Resolve(lib, e.cuEventCreate, "cuEventCreate"), "cuEventCreate"},
-      {Resolve(lib, e.cuEventRecord, "cuEventRecord"), "cuEventRecord"},
-      {Resolve(lib, e.cuStreamWaitEvent, "cuStreamWaitEvent"), "cuStreamWaitEvent"},
-      {Resolve(lib, e.cuStreamQuery, "cuStreamQuery"), "cuStreamQuery"},
+  const char* missing = nullptr;  // the first entry point not found
+  auto need = [&](auto& fn, const char* name) {
+    if (!Resolve(lib, fn, name) && missing == nullptr) missing = name;
   };
-  for (const auto& [ok, name] : found)
-    if (!ok) return std::string("libcuda.so.1 lacks ") + name;
+  need(e.cuInit, "cuInit");
+  need(e.cuDriverGetVersion, "cuDriverGetVersion");
+  need(e.cuDeviceGetCount, "cuDeviceGetCount");
+  need(e.cuDeviceGet, "cuDeviceGet");
+  need(e.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+  need(e.cuCtxPushCurrent, "cuCtxPushCurrent_v2");
+  need(e.cuCtxPopCurrent, "cuCtxPopCurrent_v2");
+  need(e.cuCtxGetCurrent, "cuCtxGetCurrent");
+  need(e.cuEventCreate, "cuEventCreate");
+  need(e.cuEventRecord, "cuEventRecord");
+  need(e.cuStreamWaitEvent, "cuStreamWaitEvent");
+  need(e.cuStreamQuery, "cuStreamQuery");
+  if (missing != nullptr) return std::string("libcuda.so.1 lacks ") + missing;
   return {};
 }
 

@@ -577,12 +577,28 @@ TEST(ExportTest, DLDeviceIsTheArraysDevice) {
   }
 }
 
-TEST(ExportTest, VersionedTensorDescribesTheArray) {
+// The versioned (DLPack 1.x) and legacy exports, which must behave alike.
+template <class Managed>
+Managed* Export(const Array& array) {
+  if constexpr (std::is_same_v<Managed, DLManagedTensorVersioned>)
+    return interop::ExportDLPack(array);
+  else
+    return interop::ExportLegacyDLPack(array);
+}
+
+template <class Managed>
+class ExportFormatTest : public ::testing::Test {};
+using ExportFormats = ::testing::Types<DLManagedTensorVersioned, DLManagedTensor>;
+TYPED_TEST_SUITE(ExportFormatTest, ExportFormats);
+
+TYPED_TEST(ExportFormatTest, TensorDescribesTheArray) {
   const Array array = ReadyMatrix();
-  DLManagedTensorVersioned* managed = interop::ExportDLPack(array);
-  EXPECT_EQ(managed->version.major, DLPACK_MAJOR_VERSION);
-  EXPECT_EQ(managed->version.minor, DLPACK_MINOR_VERSION);
-  EXPECT_EQ(managed->flags, 0u);
+  TypeParam* managed = Export<TypeParam>(array);
+  if constexpr (std::is_same_v<TypeParam, DLManagedTensorVersioned>) {
+    EXPECT_EQ(managed->version.major, DLPACK_MAJOR_VERSION);
+    EXPECT_EQ(managed->version.minor, DLPACK_MINOR_VERSION);
+    EXPECT_EQ(managed->flags, 0u);
+  }
   const DLTensor& t = managed->dl_tensor;
   EXPECT_EQ(Address(t.data), array.UnsafeBufferPointer());
   EXPECT_EQ(t.byte_offset, 0u);
@@ -596,41 +612,25 @@ TEST(ExportTest, VersionedTensorDescribesTheArray) {
   managed->deleter(managed);
 }
 
-TEST(ExportTest, LegacyTensorDescribesTheArray) {
+TYPED_TEST(ExportFormatTest, ExportedHostMemoryOutlivesTheArray) {
+  if (!DeviceMemoryIsHostMemory()) GTEST_SKIP() << kNeedsHostMemory;
+  Array array = ReadyMatrix();
+  TypeParam* managed = Export<TypeParam>(array);
+  array.Delete();
+  std::vector<float> values(6);
+  std::memcpy(values.data(), managed->dl_tensor.data, 6 * sizeof(float));
+  EXPECT_EQ(values, Iota(6));
+  managed->deleter(managed);
+}
+
+TYPED_TEST(ExportFormatTest, ExportThenImportIsAViewOfTheSameMemory) {
   const Array array = ReadyMatrix();
-  DLManagedTensor* managed = interop::ExportLegacyDLPack(array);
-  const DLTensor& t = managed->dl_tensor;
-  EXPECT_EQ(Address(t.data), array.UnsafeBufferPointer());
-  EXPECT_EQ(t.byte_offset, 0u);
-  EXPECT_EQ(t.device.device_type, interop::DLDeviceOf(array).device_type);
-  EXPECT_EQ(Fields(t.dtype), Fields({kDLFloat, 32, 1}));
-  ASSERT_EQ(t.ndim, 2);
-  EXPECT_EQ(Ints(t.shape, t.shape + 2), (Ints{2, 3}));
-  ASSERT_NE(t.strides, nullptr);
-  EXPECT_EQ(Ints(t.strides, t.strides + 2), (Ints{3, 1}));
-  managed->deleter(managed);
-}
-
-TEST(ExportTest, ExportedHostMemoryOutlivesTheArray) {
-  if (!DeviceMemoryIsHostMemory()) GTEST_SKIP() << kNeedsHostMemory;
-  Array array = ReadyMatrix();
-  DLManagedTensorVersioned* managed = interop::ExportDLPack(array);
-  array.Delete();
-  std::vector<float> values(6);
-  std::memcpy(values.data(), managed->dl_tensor.data, 6 * sizeof(float));
-  EXPECT_EQ(values, Iota(6));
-  managed->deleter(managed);
-}
-
-TEST(ExportTest, LegacyExportedHostMemoryOutlivesTheArray) {
-  if (!DeviceMemoryIsHostMemory()) GTEST_SKIP() << kNeedsHostMemory;
-  Array array = ReadyMatrix();
-  DLManagedTensor* managed = interop::ExportLegacyDLPack(array);
-  array.Delete();
-  std::vector<float> values(6);
-  std::memcpy(values.data(), managed->dl_tensor.data, 6 * sizeof(float));
-  EXPECT_EQ(values, Iota(6));
-  managed->deleter(managed);
+  const Array back = Import(Export<TypeParam>(array), CopyPolicy::kNever);
+  EXPECT_TRUE(back.is_view());
+  EXPECT_EQ(back.UnsafeBufferPointer(), array.UnsafeBufferPointer());
+  EXPECT_EQ(back.dims(), array.dims());
+  EXPECT_EQ(back.dtype(), array.dtype());
+  EXPECT_EQ(Download<float>(back), Iota(6));
 }
 
 TEST(ExportTest, ExportedTensorImportsBackAfterTheArrayIsDeleted) {
@@ -640,24 +640,6 @@ TEST(ExportTest, ExportedTensorImportsBackAfterTheArrayIsDeleted) {
   array.Delete();
   const Array back = Import(managed);  // takes the tensor: its deleter runs later
   EXPECT_EQ(back.UnsafeBufferPointer(), address);
-  EXPECT_EQ(Download<float>(back), Iota(6));
-}
-
-TEST(ExportTest, ExportThenImportIsAViewOfTheSameMemory) {
-  const Array array = ReadyMatrix();
-  const Array back = Import(interop::ExportDLPack(array), CopyPolicy::kNever);
-  EXPECT_TRUE(back.is_view());
-  EXPECT_EQ(back.UnsafeBufferPointer(), array.UnsafeBufferPointer());
-  EXPECT_EQ(back.dims(), array.dims());
-  EXPECT_EQ(back.dtype(), array.dtype());
-  EXPECT_EQ(Download<float>(back), Iota(6));
-}
-
-TEST(ExportTest, LegacyExportThenImportIsAViewOfTheSameMemory) {
-  const Array array = ReadyMatrix();
-  const Array back = Import(interop::ExportLegacyDLPack(array), CopyPolicy::kNever);
-  EXPECT_TRUE(back.is_view());
-  EXPECT_EQ(back.UnsafeBufferPointer(), array.UnsafeBufferPointer());
   EXPECT_EQ(Download<float>(back), Iota(6));
 }
 

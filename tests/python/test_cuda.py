@@ -1,5 +1,7 @@
 """CUDA only (scripts/gpu-check): stream ordering without host syncs, device
 mapping, and the other CUDA DLPack frameworks (JAX, CuPy)."""
+from typing import Callable
+
 import numpy as np
 import pytest
 import torch
@@ -25,13 +27,48 @@ func.func public @main(%x: tensor<2048x2048xf32>, %v: tensor<{N}xf32>) -> tensor
 }}
 """
 
+# The tensors of the stream-ordering tests: (ROWS, COLS) float32.
+ROWS, COLS = 256, N // 256
 COPY = f"""
-func.func public @main(%v: tensor<{N}xf32>) -> tensor<{N}xf32> {{
-  %one = stablehlo.constant dense<1.0> : tensor<{N}xf32>
-  %out = stablehlo.multiply %v, %one : tensor<{N}xf32>
-  return %out : tensor<{N}xf32>
+func.func public @main(%v: tensor<{ROWS}x{COLS}xf32>) -> tensor<{ROWS}x{COLS}xf32> {{
+  %one = stablehlo.constant dense<1.0> : tensor<{ROWS}x{COLS}xf32>
+  %out = stablehlo.multiply %v, %one : tensor<{ROWS}x{COLS}xf32>
+  return %out : tensor<{ROWS}x{COLS}xf32>
 }}
 """
+ADD = f"""
+func.func public @main(%x: tensor<{ROWS}x{COLS}xf32>, %y: tensor<{ROWS}x{COLS}xf32>) -> tensor<{ROWS}x{COLS}xf32> {{
+  %out = stablehlo.add %x, %y : tensor<{ROWS}x{COLS}xf32>
+  return %out : tensor<{ROWS}x{COLS}xf32>
+}}
+"""
+# Contiguous tensors are imported as views; steps are copied compact at
+# import; a transposed view is copied row-major when a program takes it.
+# The copies read PyTorch's memory on their own, and must wait for it too.
+LAYOUTS = ["contiguous", "steps", "transposed"]
+
+
+def _written_late(layout: str, value: float) -> torch.Tensor:
+    """A (ROWS, COLS) tensor in `layout` that PyTorch's current stream fills
+    with `value` only after ~100 µs of GPU sleep: whoever reads it without
+    waiting for that stream reads something else."""
+    shape = {"contiguous": (ROWS, COLS), "steps": (ROWS, 2 * COLS), "transposed": (COLS, ROWS)}[layout]
+    t = torch.empty(shape, device="cuda")
+    torch.cuda._sleep(200_000)
+    t.fill_(value)
+    return {"contiguous": t, "steps": t[:, ::2], "transposed": t.T}[layout]
+
+
+def _wrong_in(trials: int, right: Callable[[int], bool]) -> int:
+    """How many of `trials` calls of `right(trial)` on a side stream (PyTorch's
+    current stream there) return False."""
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        return sum(not right(trial) for trial in range(trials))
+
+
+def _trials(layout: str) -> int:
+    return TRIALS if layout == "contiguous" else TRIALS // 4
 
 
 @pytest.fixture
@@ -54,64 +91,32 @@ class ProtocolOnly:
         return self.tensor.__dlpack_device__()
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("path", ["exchange-api", "dlpack-protocol"])
-def test_import_waits_for_torch_work_on_its_current_stream(cuda_client, path):
+def test_import_waits_for_torch_work_on_its_current_stream(cuda_client, path, layout):
     copy = cuxla.compile(COPY, client=cuda_client)
-    side = torch.cuda.Stream()
-    wrong = 0
-    with torch.cuda.stream(side):
-        for trial in range(TRIALS):
-            t = torch.empty(N, device="cuda")
-            torch.cuda._sleep(200_000)  # ~100 µs of GPU time before the write
-            t.fill_(float(trial))
-            (out,) = copy(t if path == "exchange-api" else ProtocolOnly(t))
-            wrong += int(not np.all(out.numpy() == trial))
-    assert wrong == 0, f"{wrong} of {TRIALS} imports read before PyTorch's write"
 
+    def right(trial):
+        t = _written_late(layout, float(trial))
+        imported = cuxla.from_dlpack(t if path == "exchange-api" else ProtocolOnly(t))
+        assert imported.is_view == (layout != "steps")
+        (out,) = copy(imported)
+        return bool(np.all(out.numpy() == trial))
 
-@pytest.mark.parametrize("layout", ["steps", "transposed"])
-def test_copies_of_strided_and_transposed_imports_wait_for_torch_work(cuda_client, layout):
-    # Steps are copied compact at import; a transposed view is copied
-    # row-major when a program takes it. Both copies read torch's memory
-    # through a second view, which must wait for torch's writes too.
-    copy = cuxla.compile(COPY, client=cuda_client)
-    side = torch.cuda.Stream()
-    wrong = 0
-    with torch.cuda.stream(side):
-        for trial in range(TRIALS // 4):
-            t = torch.empty(2 * N, device="cuda") if layout == "steps" else torch.empty(256, N // 256, device="cuda")
-            torch.cuda._sleep(200_000)
-            t.fill_(float(trial))
-            view = t[::2] if layout == "steps" else t.T
-            imported = cuxla.from_dlpack(view)
-            assert imported.is_view == (layout == "transposed")
-            if layout == "transposed":
-                (imported,) = cuxla.compile(TRANSPOSE_BACK, client=cuda_client)(imported)
-            (out,) = copy(imported)
-            wrong += int(not np.all(out.numpy() == trial))
-    assert wrong == 0, f"{wrong} of {TRIALS // 4} copies read before PyTorch's write"
-
-
-# The (N/256, 256) transposed view, read as the program's row-major argument.
-TRANSPOSE_BACK = f"""
-func.func public @main(%v: tensor<{N // 256}x256xf32>) -> tensor<{N}xf32> {{
-  %out = stablehlo.reshape %v : (tensor<{N // 256}x256xf32>) -> tensor<{N}xf32>
-  return %out : tensor<{N}xf32>
-}}
-"""
+    wrong = _wrong_in(_trials(layout), right)
+    assert wrong == 0, f"{wrong} of {_trials(layout)} imports read before PyTorch's write"
 
 
 def test_export_makes_torch_wait_for_xla_writes(cuda_client):
     slow = cuxla.compile(SLOW_ADD, client=cuda_client)
     x = cuxla.from_dlpack(torch.randn(2048, 2048, device="cuda"))
-    side = torch.cuda.Stream()
-    wrong = 0
-    with torch.cuda.stream(side):
-        for trial in range(TRIALS):
-            v = torch.full((N,), float(trial), device="cuda")
-            (out,) = slow(x, v)
-            t = ct.to_torch(out)  # torch's current stream (side) waits for XLA
-            wrong += int(not bool((t == trial).all().item()))
+
+    def right(trial):
+        (out,) = slow(x, torch.full((N,), float(trial), device="cuda"))
+        t = ct.to_torch(out)  # torch's current stream (side) waits for XLA
+        return bool((t == trial).all().item())
+
+    wrong = _wrong_in(TRIALS, right)
     assert wrong == 0, f"{wrong} of {TRIALS} exports were read before XLA's write"
 
 
@@ -158,33 +163,17 @@ def test_cupy_and_jax_arrays_import_zero_copy(cuda_client):
     assert b.unsafe_buffer_pointer() == j.unsafe_buffer_pointer()
 
 
-ROWS, COLS = 256, N // 256
-ADD_2D = f"""
-func.func public @main(%x: tensor<{ROWS}x{COLS}xf32>, %y: tensor<{ROWS}x{COLS}xf32>) -> tensor<{ROWS}x{COLS}xf32> {{
-  %out = stablehlo.add %x, %y : tensor<{ROWS}x{COLS}xf32>
-  return %out : tensor<{ROWS}x{COLS}xf32>
-}}
-"""
-
-
-@pytest.mark.parametrize("layout", ["contiguous", "steps", "transposed"])
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_every_argument_of_a_call_is_ordered_after_torch(cuda_client, layout):
     # Only the first argument's import carries the stream ordering: the
     # second, written after it, must still be read after its write — also
-    # when it is copied first (steps at import, a transposed view row-major
-    # when the program takes it).
-    add = cuxla.compile(ADD_2D, client=cuda_client)
-    side = torch.cuda.Stream()
-    wrong = 0
-    trials = TRIALS if layout == "contiguous" else TRIALS // 4
-    with torch.cuda.stream(side):
-        for trial in range(trials):
-            x = torch.full((ROWS, COLS), float(trial), device="cuda")
-            shape = {"contiguous": (ROWS, COLS), "steps": (ROWS, 2 * COLS), "transposed": (COLS, ROWS)}[layout]
-            y = torch.empty(shape, device="cuda")
-            torch.cuda._sleep(200_000)
-            y.fill_(float(trial))
-            y = {"contiguous": y, "steps": y[:, ::2], "transposed": y.T}[layout]
-            (out,) = ct.call(add, x, y)
-            wrong += int(not bool((out == 2 * trial).all().item()))
-    assert wrong == 0, f"{wrong} of {trials} calls read an argument before PyTorch's write"
+    # when it is copied first.
+    add = cuxla.compile(ADD, client=cuda_client)
+
+    def right(trial):
+        x = torch.full((ROWS, COLS), float(trial), device="cuda")
+        (out,) = ct.call(add, x, _written_late(layout, float(trial)))
+        return bool((out == 2 * trial).all().item())
+
+    wrong = _wrong_in(_trials(layout), right)
+    assert wrong == 0, f"{wrong} of {_trials(layout)} calls read an argument before PyTorch's write"

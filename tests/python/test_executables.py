@@ -95,19 +95,15 @@ def test_wrong_argument_count(client):
         executable(x)
 
 
-def test_wrong_argument_shape(client):
+@pytest.mark.parametrize("shape, dtype, message", [
+    ((3, 2), np.float32, r"argument 1 is float32\(3, 2\), the program expects float32\(2, 3\)"),
+    ((2, 3), np.int32, r"argument 1 is int32\(2, 3\)"),
+])
+def test_wrong_argument_shape_or_dtype(client, shape, dtype, message):
     executable = cuxla.compile(programs.ADD_2x3, client=client)
     x = cuxla.asarray(np.zeros((2, 3), np.float32), client=client)
-    y = cuxla.asarray(np.zeros((3, 2), np.float32), client=client)
-    with pytest.raises(ValueError, match=r"argument 1 is float32\(3, 2\), the program expects float32\(2, 3\)"):
-        executable(x, y)
-
-
-def test_wrong_argument_dtype(client):
-    executable = cuxla.compile(programs.ADD_2x3, client=client)
-    x = cuxla.asarray(np.zeros((2, 3), np.float32), client=client)
-    y = cuxla.asarray(np.zeros((2, 3), np.int32), client=client)
-    with pytest.raises(ValueError, match=r"argument 1 is int32\(2, 3\)"):
+    y = cuxla.asarray(np.zeros(shape, dtype), client=client)
+    with pytest.raises(ValueError, match=message):
         executable(x, y)
 
 
