@@ -84,14 +84,7 @@ void RegisterSharding(nb::module_& m, nb::class_<Executable>& executable) {
       });
 
   m.def("_shard", [](std::vector<Array> shards, const PyMesh& mesh, const PartitionSpec& spec) {
-    if (shards.empty()) throw Error(ErrorKind::kValue, "no shards given");
-    for (size_t i = 0; i < shards.size() && i < mesh.mesh.devices.size(); ++i)
-      if (shards[i].device().handle != mesh.mesh.devices[i]->handle)
-        throw Error(ErrorKind::kValue, "shard " + std::to_string(i) + " is on device " +
-                                           std::to_string(shards[i].device().id) + ", the mesh's device " +
-                                           std::to_string(i) + " is " + std::to_string(mesh.mesh.devices[i]->id));
-    const size_t rank = shards.front().dims().size();
-    return ShardedArray(std::move(shards), Sharding::Of(mesh.mesh, spec, rank));
+    return ShardedArray::Of(std::move(shards), mesh.mesh, spec);
   }, "shards"_a, "mesh"_a, "spec"_a);
 
   m.def("_compile_for", [](Client& client, nb::bytes program, const PyMesh& mesh) {

@@ -4,7 +4,6 @@
 #include <vector>
 
 #include "interop/dtype.h"
-#include "interop/layout.h"
 
 namespace cuxla::interop {
 namespace {

@@ -142,7 +142,7 @@ Array ImportDLPack(const std::shared_ptr<const ClientState>& state,
     view.data = data;
     view.dtype = dtype;
     view.dims.assign(dims.begin(), dims.end());
-    const bool row_major = std::is_sorted(layout->rbegin(), layout->rend());
+    const bool row_major = IsRowMajor(*layout);
     if (!row_major) view.minor_to_major = std::move(*layout);
     view.on_delete = &CallDeleter;
     view.on_delete_arg = tensor;

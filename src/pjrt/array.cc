@@ -13,6 +13,10 @@ std::string TupleText(std::span<const int64_t> values) {
   return text + (values.size() == 1 ? ",)" : ")");
 }
 
+bool IsRowMajor(std::span<const int64_t> minor_to_major) noexcept {
+  return std::is_sorted(minor_to_major.rbegin(), minor_to_major.rend());
+}
+
 std::vector<int64_t> CompactStrides(std::span<const int64_t> dims,
                                     std::span<const int64_t> minor_to_major) {
   std::vector<int64_t> strides(dims.size());
@@ -133,7 +137,7 @@ Array Array::CreateView(std::shared_ptr<const ClientState> state, const DeviceVi
                ArrayShape{view.dtype, view.dims, view.minor_to_major}, device, /*is_view=*/true);
 }
 
-bool Array::is_row_major() const noexcept { return layout_ == RowMajorLayout(dims_.size()); }
+bool Array::is_row_major() const noexcept { return IsRowMajor(layout_); }
 
 Array Array::CopyToDevice(const ClientState& target_state, std::shared_ptr<const ClientState> owner,
                           const Device& device) const {
@@ -163,6 +167,17 @@ void Array::WaitUntilReadyOnStream(intptr_t stream) const {
   state_->api().Check(streams->wait_stream(&args), "PJRT_Wait_Until_Buffer_Ready_On_Stream");
 }
 
+namespace {
+
+void DecreaseExternalReferenceCount(const pjrt::Api& api, PJRT_Buffer* buffer) {
+  auto dec = CUXLA_PJRT_ARGS(PJRT_Buffer_DecreaseExternalReferenceCount_Args);
+  dec.buffer = buffer;
+  api.Check(api.raw()->PJRT_Buffer_DecreaseExternalReferenceCount(&dec),
+            "PJRT_Buffer_DecreaseExternalReferenceCount");
+}
+
+}  // namespace
+
 Array::ExternalReference::ExternalReference(const Array& array)
     : state_(array.state_), buffer_(array.buffer_) {
   if (buffer_ == nullptr) throw Error(ErrorKind::kRuntime, "Array has been deleted");
@@ -175,22 +190,19 @@ Array::ExternalReference::ExternalReference(const Array& array)
   try {
     CUXLA_PJRT_CALL(api, PJRT_Buffer_OpaqueDeviceMemoryDataPointer, &ptr);
   } catch (...) {
-    auto dec = CUXLA_PJRT_ARGS(PJRT_Buffer_DecreaseExternalReferenceCount_Args);
-    dec.buffer = buffer_.get();
-    api.Check(api.raw()->PJRT_Buffer_DecreaseExternalReferenceCount(&dec),
-              "PJRT_Buffer_DecreaseExternalReferenceCount");
+    try {
+      DecreaseExternalReferenceCount(api, buffer_.get());
+    } catch (const Error&) {
+      // The pointer's error is the one to report.
+    }
     throw;
   }
   data_ = ptr.device_memory_ptr;
 }
 
 Array::ExternalReference::~ExternalReference() {
-  const pjrt::Api& api = state_->api();
-  auto dec = CUXLA_PJRT_ARGS(PJRT_Buffer_DecreaseExternalReferenceCount_Args);
-  dec.buffer = buffer_.get();
   try {
-    api.Check(api.raw()->PJRT_Buffer_DecreaseExternalReferenceCount(&dec),
-              "PJRT_Buffer_DecreaseExternalReferenceCount");
+    DecreaseExternalReferenceCount(state_->api(), buffer_.get());
   } catch (const Error&) {
     // Nothing to report to from a destructor; the buffer is released below anyway.
   }

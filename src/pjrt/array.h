@@ -17,6 +17,9 @@ namespace cuxla {
 // "(2, 3)", "(5,)", "()": a shape or strides as Python spells a tuple, for messages.
 std::string TupleText(std::span<const int64_t> values);
 
+// Whether the permutation `minor_to_major` is the row-major layout (n-1, ..., 0).
+bool IsRowMajor(std::span<const int64_t> minor_to_major) noexcept;
+
 // Element strides of a compact tensor of `dims` laid out `minor_to_major`.
 std::vector<int64_t> CompactStrides(std::span<const int64_t> dims,
                                     std::span<const int64_t> minor_to_major);

@@ -146,7 +146,8 @@ Device DescribeDevice(const pjrt::Api& api, PJRT_Device* handle, const std::stri
 // as many threads as partitions a launch can find none left for the last
 // partition and hang. For a client of several CPU devices (the plugin makes
 // 4 unless told), cuxla sets PJRT_NPROC (unless the user has) to twice the
-// devices for the plugin to read while it creates the client, then unsets it.
+// devices, or the cores if more, for the plugin to read while it creates the
+// client, then unsets it.
 class CpuThreadsForPartitions {
  public:
   CpuThreadsForPartitions(const std::string& platform, const ClientOptions& options) {

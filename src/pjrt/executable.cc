@@ -4,7 +4,6 @@
 #include <atomic>
 #include <string>
 
-#include "pjrt/array.h"
 #include "pjrt/compile_options.h"
 #include "pjrt/strided_copy.h"
 

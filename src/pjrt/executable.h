@@ -64,7 +64,7 @@ class Executable {
   const std::vector<const Device*>& devices() const noexcept { return devices_; }
   const std::vector<pjrt::HloShape>& parameters() const noexcept { return shape_.parameters; }
   const std::vector<pjrt::HloShape>& results() const noexcept { return shape_.results; }
-  // SPMD programs: how each parameter and result is split; empty for one partition.
+  // How each parameter and result is split over the partitions (whole, with one).
   const std::vector<std::optional<Sharding>>& parameter_shardings() const noexcept {
     return shape_.parameter_shardings;
   }

@@ -6,15 +6,16 @@
 namespace cuxla::pjrt {
 namespace {
 
-// A value handed to PJRT, which copies it and frees it with DeleteValue.
-char* CopyOut(const std::string& value, char** out, size_t* size) {
-  *out = new char[value.size()];
-  std::memcpy(*out, value.data(), value.size());
-  *size = value.size();
-  return *out;
-}
-
 void DeleteValue(char* value) { delete[] value; }
+
+// Hands `value` to PJRT, which copies it and frees it with DeleteValue.
+template <class Args>
+void HandOut(const std::string& value, Args* args) {
+  args->value = new char[value.size()];
+  std::memcpy(args->value, value.data(), value.size());
+  args->value_size = value.size();
+  args->value_deleter_callback = &DeleteValue;
+}
 
 // The plugin's error for a failure of the store (PJRT copies the message).
 PJRT_Error* Failure(PJRT_CallbackError* make_error, PJRT_Error_Code code, const std::string& message) {
@@ -38,8 +39,7 @@ PJRT_Error* Get(PJRT_KeyValueGetCallback_Args* args) {
     auto* store = static_cast<KeyValueStore*>(args->user_arg);
     const std::string value = store->Get(std::string_view(args->key, args->key_size),
                                          std::chrono::milliseconds(args->timeout_in_ms));
-    CopyOut(value, &args->value, &args->value_size);
-    args->value_deleter_callback = &DeleteValue;
+    HandOut(value, args);
     return nullptr;
   });
 }
@@ -50,8 +50,7 @@ PJRT_Error* TryGet(PJRT_KeyValueTryGetCallback_Args* args) {
     const std::string_view key(args->key, args->key_size);
     const std::optional<std::string> value = store->TryGet(key);
     if (!value) return Failure(args->callback_error, PJRT_Error_Code_NOT_FOUND, "key " + std::string(key) + " not found");
-    CopyOut(*value, &args->value, &args->value_size);
-    args->value_deleter_callback = &DeleteValue;
+    HandOut(*value, args);
     return nullptr;
   });
 }

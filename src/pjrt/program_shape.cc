@@ -21,7 +21,7 @@ constexpr uint32_t kShardingReplicateOnLastTileDim = 6;
 constexpr uint32_t kShardingLastTileDims = 8;
 constexpr uint32_t kShardingIotaReshapeDims = 9;
 constexpr uint32_t kShardingIotaTransposePerm = 10;
-enum ShardingType : int64_t { kReplicated = 0, kMaximal = 1, kTupleSharding = 2, kOther = 3, kManual = 4 };
+enum ShardingType : int64_t { kReplicated = 0, kTupleSharding = 2, kOther = 3 };  // of xla.OpSharding.Type
 constexpr uint32_t kProgramShapeParameters = 1;
 constexpr uint32_t kProgramShapeResult = 2;
 constexpr uint32_t kShapeElementType = 2;
@@ -142,12 +142,15 @@ struct OpSharding {
 OpSharding ParseOpSharding(std::string_view bytes) {
   OpSharding op;
   ForEachField(bytes, [&](uint32_t field, uint32_t wire, Reader& r) {
+    const bool varint = wire == kVarint, message = wire == kLengthDelimited;
     switch (field) {
-      case kShardingType: op.type = static_cast<int64_t>(r.Varint()); break;
+      case kShardingType: varint ? void(op.type = static_cast<int64_t>(r.Varint())) : r.Skip(wire); break;
       case kShardingTileAssignmentDimensions: r.Int64s(wire, op.tile_dims); break;
       case kShardingTileAssignmentDevices: r.Int64s(wire, op.devices); break;
-      case kShardingTupleShardings: op.tuple.push_back(ParseOpSharding(r.Bytes())); break;
-      case kShardingReplicateOnLastTileDim: op.replicate_on_last_tile_dim = r.Varint() != 0; break;
+      case kShardingTupleShardings: message ? op.tuple.push_back(ParseOpSharding(r.Bytes())) : r.Skip(wire); break;
+      case kShardingReplicateOnLastTileDim:
+        varint ? void(op.replicate_on_last_tile_dim = r.Varint() != 0) : r.Skip(wire);
+        break;
       case kShardingLastTileDims: r.Int64s(wire, op.last_tile_dims); break;
       case kShardingIotaReshapeDims: r.Int64s(wire, op.iota_dims); break;
       case kShardingIotaTransposePerm: r.Int64s(wire, op.iota_perm); break;
@@ -172,16 +175,17 @@ std::vector<int64_t> TileDevices(const OpSharding& op) {
   if (perm.empty())
     for (size_t k = 0; k < rank; ++k) perm.push_back(static_cast<int64_t>(k));
   if (perm.size() != rank) Malformed("iota_transpose_perm of another rank than iota_reshape_dims");
+  std::vector<int64_t> transposed(rank);  // the shape after the transpose
+  for (size_t k = 0; k < rank; ++k) {
+    if (perm[k] < 0 || static_cast<size_t>(perm[k]) >= rank) Malformed("iota_transpose_perm out of range");
+    transposed[k] = op.iota_dims[static_cast<size_t>(perm[k])];
+  }
   const int64_t count = Product(op.iota_dims);
   std::vector<int64_t> devices(static_cast<size_t>(count));
   for (int64_t flat = 0; flat < count; ++flat) {
+    const std::vector<int64_t> at = Unravel(static_cast<size_t>(flat), transposed);
     std::vector<int64_t> source(rank);  // the index into the reshaped iota
-    for (size_t k = rank, rest = static_cast<size_t>(flat); k-- > 0;) {
-      const auto axis = static_cast<size_t>(perm[k]);
-      if (axis >= rank) Malformed("iota_transpose_perm out of range");
-      source[axis] = static_cast<int64_t>(rest % op.iota_dims[axis]);
-      rest /= op.iota_dims[axis];
-    }
+    for (size_t k = 0; k < rank; ++k) source[static_cast<size_t>(perm[k])] = at[k];
     int64_t value = 0;
     for (size_t k = 0; k < rank; ++k) value = value * op.iota_dims[k] + source[k];
     devices[static_cast<size_t>(flat)] = value;
@@ -193,24 +197,22 @@ std::vector<int64_t> TileDevices(const OpSharding& op) {
 // partitions; nullopt for what Sharding does not describe.
 std::optional<Sharding> ToSharding(const OpSharding& op, size_t rank, size_t partitions) {
   if (op.type == kReplicated) return Sharding::Replicated(rank, partitions);
-  if (op.type != kOther) return std::nullopt;  // maximal, manual, tuple here
-  const size_t extra = op.tile_dims.size() - std::min(op.tile_dims.size(), rank);
-  const bool replicas_only = op.replicate_on_last_tile_dim ? extra == 1 && op.last_tile_dims.empty()
-                                                           : extra == op.last_tile_dims.size() &&
-                                                                 std::all_of(op.last_tile_dims.begin(), op.last_tile_dims.end(),
-                                                                             [](int64_t t) { return t == kReplicated; });
-  if (op.tile_dims.size() < rank || !replicas_only) return std::nullopt;
+  if (op.type != kOther || op.tile_dims.size() < rank) return std::nullopt;  // maximal, manual, tuple here
+  // Tile dimensions past the array's may only replicate.
+  const size_t extra = op.tile_dims.size() - rank;
+  const bool replicas_only =
+      op.replicate_on_last_tile_dim
+          ? extra == 1 && op.last_tile_dims.empty()
+          : extra == op.last_tile_dims.size() &&
+                std::all_of(op.last_tile_dims.begin(), op.last_tile_dims.end(), [](int64_t t) { return t == kReplicated; });
+  if (!replicas_only) return std::nullopt;
   const std::vector<int64_t> devices = TileDevices(op);
   if (static_cast<int64_t>(devices.size()) != Product(op.tile_dims) || devices.size() != partitions)
     return std::nullopt;
   Sharding sharding{std::vector<int64_t>(op.tile_dims.begin(), op.tile_dims.begin() + static_cast<std::ptrdiff_t>(rank)),
                     std::vector<std::vector<int64_t>>(partitions)};
   for (size_t flat = 0; flat < devices.size(); ++flat) {
-    std::vector<int64_t> index(op.tile_dims.size());
-    for (size_t k = index.size(), rest = flat; k-- > 0;) {
-      index[k] = static_cast<int64_t>(rest % op.tile_dims[k]);
-      rest /= op.tile_dims[k];
-    }
+    const std::vector<int64_t> index = Unravel(flat, op.tile_dims);
     const auto partition = static_cast<size_t>(devices[flat]);
     if (partition >= partitions || !sharding.tile_of_partition[partition].empty()) return std::nullopt;
     sharding.tile_of_partition[partition].assign(index.begin(), index.begin() + static_cast<std::ptrdiff_t>(rank));
@@ -249,8 +251,8 @@ ProgramShape EntryProgramShape(std::string_view format, std::string_view program
     });
   });
   if (!seen) Malformed("no host_program_shape");
-  if (partitions <= 1) return shape;
-  // Without SPMD shardings in the module, every value is whole on each partition.
+  // Without SPMD shardings in the module (one partition, or none annotated),
+  // every value is whole on each partition.
   for (size_t i = 0; i < shape.parameters.size(); ++i) {
     const size_t rank = shape.parameters[i].dims.size();
     shape.parameter_shardings.push_back(i < parameter_ops.size() ? ToSharding(parameter_ops[i], rank, partitions)

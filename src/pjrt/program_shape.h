@@ -25,9 +25,8 @@ struct ProgramShape {
   // One partition's shapes (for an SPMD program, the tiles).
   std::vector<HloShape> parameters;
   std::vector<HloShape> results;  // the result tuple's elements, or the one result
-  // With several partitions, one per parameter and result: its tiles, or
+  // One per parameter and result: its tiles (whole, with one partition), or
   // nullopt for a sharding cuxla does not describe (maximal, manual).
-  // Empty for one partition.
   std::vector<std::optional<Sharding>> parameter_shardings;
   std::vector<std::optional<Sharding>> result_shardings;
 };

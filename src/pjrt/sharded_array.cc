@@ -32,30 +32,37 @@ ShardedArray::ShardedArray(std::vector<Array> shards, Sharding sharding)
   dims_ = sharding_.GlobalDims(first.dims());
 }
 
+ShardedArray ShardedArray::Of(std::vector<Array> shards, const Mesh& mesh, const PartitionSpec& spec) {
+  if (shards.empty()) Bad("no shards given");
+  for (size_t i = 0; i < shards.size() && i < mesh.devices.size(); ++i)
+    if (shards[i].device().handle != mesh.devices[i]->handle)
+      Bad("shard " + std::to_string(i) + " is on device " + std::to_string(shards[i].device().id) +
+          ", the mesh's device " + std::to_string(i) + " is " + std::to_string(mesh.devices[i]->id));
+  const size_t rank = shards.front().dims().size();
+  Sharding sharding = Sharding::Of(mesh, spec, rank);
+  return ShardedArray(std::move(shards), std::move(sharding));
+}
+
 ShardedCall PrepareSharded(const Executable& executable, std::span<const ShardedArray* const> args) {
-  const size_t partitions = executable.num_partitions();
   const auto& expected = executable.parameter_shardings();
-  std::vector<std::vector<const Array*>> lists(partitions);
+  std::vector<std::vector<const Array*>> lists(executable.num_partitions());
   for (size_t i = 0; i < args.size(); ++i) {
     const ShardedArray& arg = *args[i];
-    const std::optional<Sharding> wanted =
-        partitions == 1 ? Sharding::Replicated(arg.dims().size(), 1)
-                        : i < expected.size() ? expected[i] : std::nullopt;
+    const std::optional<Sharding> wanted = i < expected.size() ? expected[i] : std::nullopt;
     if (!wanted) Bad("the program splits parameter " + std::to_string(i) + " in a way cuxla does not describe");
     if (arg.sharding() != *wanted)
       Bad("argument " + std::to_string(i) + " is split in " + arg.sharding().Description() +
           ", the program takes it in " + wanted->Description());
-    for (size_t p = 0; p < partitions; ++p) lists[p].push_back(&arg.shards()[p]);
+    for (size_t p = 0; p < lists.size(); ++p) lists[p].push_back(&arg.shards()[p]);
   }
   if (executable.results().size() != executable.num_outputs())
     Bad("the program has results cuxla does not describe (tuples, tokens)");
   ShardedCall sharded{executable.PreparePartitions(lists), {}};
   const auto& shardings = executable.result_shardings();
   for (size_t r = 0; r < executable.num_outputs(); ++r) {
-    std::optional<Sharding> sharding = partitions == 1 ? Sharding::Replicated(executable.results()[r].dims.size(), 1)
-                                       : r < shardings.size() ? shardings[r] : std::nullopt;
+    const std::optional<Sharding> sharding = r < shardings.size() ? shardings[r] : std::nullopt;
     if (!sharding) Bad("the program splits result " + std::to_string(r) + " in a way cuxla does not describe");
-    sharded.result_shardings.push_back(std::move(*sharding));
+    sharded.result_shardings.push_back(*sharding);
   }
   return sharded;
 }

@@ -14,10 +14,13 @@ namespace cuxla {
 
 class ShardedArray {
  public:
-  // `shards[i]` is partition i's tile, on `devices[i]`; all of one dtype and
-  // one shape (sharding.TileDims of the array's). ValueError-kind Error
-  // otherwise, naming the shard.
+  // `shards[i]` is partition i's tile, each on its own device; all of one
+  // dtype and one shape (sharding.TileDims of the array's). ValueError-kind
+  // Error otherwise, naming the shard.
   ShardedArray(std::vector<Array> shards, Sharding sharding);
+  // `shards[i]` on mesh.devices[i] (ValueError-kind Error otherwise), the
+  // array split as `spec` says.
+  static ShardedArray Of(std::vector<Array> shards, const Mesh& mesh, const PartitionSpec& spec);
 
   const std::vector<Array>& shards() const noexcept { return shards_; }
   const Sharding& sharding() const noexcept { return sharding_; }

@@ -66,6 +66,15 @@ size_t Mesh::Axis(std::string_view name) const {
   return static_cast<size_t>(it - axis_names.begin());
 }
 
+std::vector<int64_t> Unravel(size_t flat, std::span<const int64_t> dims) {
+  std::vector<int64_t> coordinate(dims.size());
+  for (size_t k = dims.size(); k-- > 0;) {
+    coordinate[k] = static_cast<int64_t>(flat % static_cast<size_t>(dims[k]));
+    flat /= static_cast<size_t>(dims[k]);
+  }
+  return coordinate;
+}
+
 Sharding Sharding::Replicated(size_t rank, size_t partitions) {
   return Sharding{std::vector<int64_t>(rank, 1),
                   std::vector<std::vector<int64_t>>(partitions, std::vector<int64_t>(rank, 0))};
@@ -77,12 +86,7 @@ Sharding Sharding::Of(const Mesh& mesh, const PartitionSpec& spec, size_t rank) 
   for (size_t d = 0; d < rank; ++d)
     if (axes[d]) sharding.tiles[d] = mesh.shape[*axes[d]];
   for (size_t p = 0; p < mesh.devices.size(); ++p) {
-    // p's coordinate along each mesh axis (row-major).
-    std::vector<int64_t> coordinate(mesh.shape.size());
-    for (size_t a = mesh.shape.size(), rest = p; a-- > 0;) {
-      coordinate[a] = static_cast<int64_t>(rest % mesh.shape[a]);
-      rest /= mesh.shape[a];
-    }
+    const std::vector<int64_t> coordinate = Unravel(p, mesh.shape);  // along each mesh axis
     for (size_t d = 0; d < rank; ++d)
       if (axes[d]) sharding.tile_of_partition[p][d] = coordinate[*axes[d]];
   }

@@ -53,6 +53,9 @@ struct Sharding {
   bool operator==(const Sharding&) const = default;
 };
 
+// The row-major coordinates of element `flat` of a grid of `dims`.
+std::vector<int64_t> Unravel(size_t flat, std::span<const int64_t> dims);
+
 // The HLO sharding (the `mhlo.sharding` attribute of a StableHLO argument or
 // result) of `spec` over `mesh`, e.g. "{devices=[2,1]<=[2]}".
 std::string HloShardingText(const Mesh& mesh, const PartitionSpec& spec, size_t rank);
