@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "cuxla/cuxla.h"
@@ -24,10 +25,11 @@ inline PyDevice Wrap(const std::shared_ptr<const ClientState>& state, const Devi
   return PyDevice{state, &device};
 }
 
-inline nb::tuple Shape(const Array& array) {
-  nb::list shape;
-  for (int64_t d : array.dims()) shape.append(d);
-  return nb::tuple(shape);
+// A Python tuple of ints: shapes, layouts, tile counts.
+inline nb::tuple Tuple(std::span<const int64_t> values) {
+  nb::list list;
+  for (int64_t v : values) list.append(v);
+  return nb::tuple(list);
 }
 
 // numpy.dtype of a cuxla dtype (ml_dtypes registers bfloat16 and the float8s).
@@ -56,6 +58,12 @@ struct ImportBatch {
 // or capsule as an Array. `batch` (may be null): the imports of one execution's arguments.
 Array ImportObject(nb::handle object, const ImportTarget& target, std::optional<bool> copy,
                    ImportBatch* batch = nullptr);
+
+// The call of `executable` on Python arguments: cuxla Arrays as they are,
+// any other DLPack tensor imported onto its device (zero-copy when possible,
+// the imports batched). Checked and held with the GIL, as
+// Executable::Prepare; run it without.
+Executable::Call PrepareCall(const Executable& executable, const nb::args& args);
 
 // from_dlpack, Array.__dlpack__/__dlpack_device__/is_view, and the framework
 // fast paths (export_to, call_with).

@@ -239,34 +239,44 @@ nb::object ExportCapsule(const Array& array, bool versioned) {
   return versioned ? Capsule(interop::ExportDLPack(array)) : Capsule(interop::ExportLegacyDLPack(array));
 }
 
-// An exchange-API consumer's object for `array` (to_torch's fast path): the
-// consumer's current stream waits for XLA's writes on the device.
-nb::object ExportExchange(const DLPackExchangeAPI* api, const Array& array) {
-  const DLDevice device = interop::DLDeviceOf(array);
-  std::optional<intptr_t> stream;
-  if (device.device_type == kDLCUDA) {
-    void* current = nullptr;
-    if (api->current_work_stream(kDLCUDA, device.device_id, &current) != 0) RaisePythonError();
-    stream = current != nullptr ? reinterpret_cast<intptr_t>(current) : kLegacyDefaultStream;
-  }
-  {
-    const Array held = array;  // shares the buffer: another thread may delete `array` meanwhile
-    nb::gil_scoped_release release;  // on the CPU, waits for the buffer (see ImportWithoutGil)
-    interop::OrderConsumer(held, stream);
-  }
+// The current stream of an exchange-API consumer on `device`, for
+// OrderConsumer (nullopt off CUDA).
+std::optional<intptr_t> ConsumerStream(const DLPackExchangeAPI* api, DLDevice device) {
+  if (device.device_type != kDLCUDA) return std::nullopt;
+  void* current = nullptr;
+  if (api->current_work_stream(kDLCUDA, device.device_id, &current) != 0) RaisePythonError();
+  return current != nullptr ? reinterpret_cast<intptr_t>(current) : kLegacyDefaultStream;
+}
+
+// The exchange-API consumer's object for `array`, already ordered for it.
+nb::object ExportOrdered(const DLPackExchangeAPI* api, const Array& array) {
   DLManagedTensorVersioned* tensor = interop::ExportDLPack(array);
   void* out = nullptr;
   if (api->managed_tensor_to_py_object_no_sync(tensor, &out) != 0) RaisePythonError();
   return nb::steal(static_cast<PyObject*>(out));
 }
 
-nb::object ExportTo(const Array& array, nb::handle type) {
+// The DLPack C exchange API of the tensor type `type`; TypeError if none.
+const DLPackExchangeAPI* ExchangeApiOfType(nb::handle type) {
   if (!PyType_Check(type.ptr())) throw nb::type_error("export_to needs a tensor type");
   const DLPackExchangeAPI* api = ExchangeApi(reinterpret_cast<PyTypeObject*>(type.ptr()));
   if (api == nullptr)
     throw nb::type_error((std::string(nb::type_name(type).c_str()) +
                           " has no DLPack C exchange API (__dlpack_c_exchange_api__)").c_str());
-  return ExportExchange(api, array);
+  return api;
+}
+
+// A `type` tensor of `array` (to_torch's fast path): the consumer's current
+// stream waits for XLA's writes on the device.
+nb::object ExportTo(const Array& array, nb::handle type) {
+  const DLPackExchangeAPI* api = ExchangeApiOfType(type);
+  const std::optional<intptr_t> stream = ConsumerStream(api, interop::DLDeviceOf(array));
+  {
+    const Array held = array;  // shares the buffer: another thread may delete `array` meanwhile
+    nb::gil_scoped_release release;  // on the CPU, waits for the buffer (see ImportWithoutGil)
+    interop::OrderConsumer(held, stream);
+  }
+  return ExportOrdered(api, array);
 }
 
 ImportTarget TargetOf(nb::handle device, nb::handle client) {
@@ -295,6 +305,32 @@ Array ImportObject(nb::handle object, const ImportTarget& target, std::optional<
   return ImportProtocol(object, target, copy);
 }
 
+Executable::Call PrepareCall(const Executable& executable, const nb::args& args) {
+  const ImportTarget target{executable.state(), &executable.device()};
+  ImportBatch batch;
+  std::vector<Array> imported;  // kept until the call holds their buffers
+  std::vector<const Array*> arrays;
+  size_t index = 0;
+  for (nb::handle arg : args) {
+    if (nb::isinstance<Array>(arg)) {
+      arrays.push_back(&nb::cast<const Array&>(arg));
+    } else {
+      if (!PyCapsule_CheckExact(arg.ptr()) && ExchangeApi(Py_TYPE(arg.ptr())) == nullptr &&
+          !nb::hasattr(arg, "__dlpack__"))
+        throw nb::type_error(("argument " + std::to_string(index) + " is a " + nb::type_name(arg.type()).c_str() +
+                              ", neither a cuxla.Array nor a DLPack tensor").c_str());
+      imported.push_back(ImportObject(arg, target, std::nullopt, &batch));
+      arrays.push_back(nullptr);  // filled in below: `imported` may still grow
+    }
+    ++index;
+  }
+  for (size_t i = 0, next = 0; i < arrays.size(); ++i)
+    if (arrays[i] == nullptr) arrays[i] = &imported[next++];
+  // With the GIL held: no other Python thread can delete an argument
+  // between the checks and the holds.
+  return executable.Prepare(arrays);
+}
+
 void RegisterDLPack(nb::module_& m, nb::class_<Array>& array) {
   m.def("from_dlpack", [](nb::handle x, nb::handle device, std::optional<bool> copy, nb::handle client) {
     return ImportObject(x, TargetOf(device, client), copy);
@@ -306,21 +342,17 @@ void RegisterDLPack(nb::module_& m, nb::class_<Array>& array) {
         "A `type` tensor of `array`'s memory, through `type`'s DLPack C exchange API.");
 
   m.def("call_with", [](const Executable& executable, nb::handle type, nb::args tensors) {
-    std::vector<Array> inputs;
-    inputs.reserve(tensors.size());
-    const ImportTarget target{executable.state(), &executable.device()};
-    ImportBatch batch;
-    for (nb::handle t : tensors) inputs.push_back(ImportObject(t, target, std::nullopt, &batch));
-    std::vector<const Array*> args;
-    for (const Array& a : inputs) args.push_back(&a);
-    const Executable::Call call = executable.Prepare(args);
+    const DLPackExchangeAPI* api = ExchangeApiOfType(type);
+    const std::optional<intptr_t> stream = ConsumerStream(api, interop::DLDeviceOf(executable.device()));
+    const Executable::Call call = PrepareCall(executable, tensors);
     std::vector<Array> outputs;
     {
       nb::gil_scoped_release release;
       outputs = executable.Run(call);
+      for (const Array& out : outputs) interop::OrderConsumer(out, stream);  // the outputs are this call's alone
     }
     nb::list result;
-    for (const Array& out : outputs) result.append(ExportTo(out, type));
+    for (const Array& out : outputs) result.append(ExportOrdered(api, out));
     return nb::tuple(result);
   }, "executable"_a, "type"_a, "tensors"_a);
 

@@ -253,16 +253,12 @@ NB_MODULE(_cuxla, m) {
 
   nb::class_<Array> array(m, "Array");
   array
-      .def_prop_ro("shape", &Shape)
+      .def_prop_ro("shape", [](const Array& a) { return Tuple(a.dims()); })
       .def_prop_ro("dtype", [](const Array& a) { return NumpyDType(a.dtype()); })
       .def_prop_ro("ndim", [](const Array& a) { return a.dims().size(); })
       .def_prop_ro("size", &Array::size)
       .def_prop_ro("nbytes", &Array::nbytes)
-      .def_prop_ro("layout", [](const Array& a) {
-        nb::list l;
-        for (int64_t d : a.layout()) l.append(d);
-        return nb::tuple(l);
-      }, "Minor-to-major dimension order.")
+      .def_prop_ro("layout", [](const Array& a) { return Tuple(a.layout()); }, "Minor-to-major dimension order.")
       .def_prop_ro("device", [](const Array& a) { a.buffer(); return Wrap(a.state(), a.device()); })
       .def_prop_ro("is_deleted", &Array::is_deleted)
       .def("unsafe_buffer_pointer", &Array::UnsafeBufferPointer)
@@ -276,7 +272,7 @@ NB_MODULE(_cuxla, m) {
       })
       .def("numpy", [](const Array& a) {
         a.buffer();  // raise before allocating for a deleted array
-        nb::object out = nb::module_::import_("numpy").attr("empty")(Shape(a), NumpyDType(a.dtype()));
+        nb::object out = nb::module_::import_("numpy").attr("empty")(Tuple(a.dims()), NumpyDType(a.dtype()));
         auto data = nb::cast<uintptr_t>(out.attr("ctypes").attr("data"));
         const Array held = a;  // another thread may delete `a` meanwhile
         {
@@ -288,9 +284,7 @@ NB_MODULE(_cuxla, m) {
       .def("delete", &Array::Delete, "Frees the device buffer now.")
       .def("__repr__", [](const Array& a) {
         if (a.is_deleted()) return std::string("Array(<deleted>)");
-        std::string dims;
-        for (int64_t d : a.dims()) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
-        return "Array(shape=(" + dims + (a.dims().size() == 1 ? ",)" : ")") + ", dtype=" +
+        return "Array(shape=" + cuxla::TupleText(a.dims()) + ", dtype=" +
                std::string(cuxla::DTypeName(a.dtype())) + ", device=" + a.device().platform +
                ":" + std::to_string(a.device().id) + ")";
       });
@@ -303,28 +297,7 @@ NB_MODULE(_cuxla, m) {
       .def_prop_ro("num_outputs", &Executable::num_outputs)
       .def_prop_ro("device", [](const Executable& e) { return Wrap(e.state(), e.device()); })
       .def("__call__", [](const Executable& e, nb::args args) {
-        // Arrays as they are; any other DLPack tensor imported onto the
-        // executable's device (zero-copy when possible).
-        std::vector<Array> imported;
-        imported.reserve(args.size());
-        ImportBatch batch;
-        std::vector<const Array*> arrays(args.size());
-        for (size_t i = 0; i < args.size(); ++i) {
-          if (nb::isinstance<Array>(args[i])) {
-            arrays[i] = &nb::cast<const Array&>(args[i]);
-            continue;
-          }
-          if (!nb::hasattr(args[i], "__dlpack__"))
-            throw nb::type_error(("argument " + std::to_string(i) + " is a " +
-                                  nb::type_name(args[i].type()).c_str() +
-                                  ", neither a cuxla.Array nor a DLPack tensor").c_str());
-          imported.push_back(ImportObject(args[i], ImportTarget{e.state(), &e.device()}, std::nullopt, &batch));
-        }
-        for (size_t i = 0, next = 0; i < args.size(); ++i)
-          if (arrays[i] == nullptr) arrays[i] = &imported[next++];
-        // Prepared with the GIL held: no other Python thread can delete an
-        // argument between the checks and the holds.
-        const Executable::Call call = e.Prepare(arrays);
+        const Executable::Call call = PrepareCall(e, args);
         std::vector<Array> outputs;
         {
           nb::gil_scoped_release release;

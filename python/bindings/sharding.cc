@@ -36,12 +36,6 @@ PyMesh MakeMesh(const std::vector<PyDevice>& devices, std::vector<std::string> a
   return py;
 }
 
-nb::tuple Tuple(const std::vector<int64_t>& values) {
-  nb::list list;
-  for (int64_t v : values) list.append(v);
-  return nb::tuple(list);
-}
-
 }  // namespace
 
 void RegisterSharding(nb::module_& m, nb::class_<Executable>& executable) {

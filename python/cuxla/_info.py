@@ -4,7 +4,7 @@ from __future__ import annotations
 import cuxla
 
 from . import _cuxla
-from ._client import Client, package_dirs
+from ._client import Client, _default_platform, package_dirs
 
 
 def _bytes(n: int | None) -> str:
@@ -86,6 +86,9 @@ def report(only: str | None = None) -> int:
     platforms = [only] if only else list(_cuxla.known_platforms())
     usable = [p for p in platforms if _platform_report(p)]
     _frameworks_report()
-    default = "cuda" if driver["available"] and "cuda" in usable else "cpu"
+    try:
+        default = _default_platform()  # what default_client() picks
+    except Exception:  # no plugin at all: the platform reports above say why
+        default = None
     print(f"\ndefault platform: {default if default in usable else 'none usable'}")
     return 0 if usable else 1

@@ -190,8 +190,7 @@ def _partition_and_lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
     every_op = [n for n in gm.graph.nodes if n.op == "call_function"]
     whole = len(partitions) == 1 and len(partitions[0].nodes) == len(every_op)
     if whole and all(isinstance(v, torch.Tensor) for v in example_inputs):
-        program = _lower(gm, example_inputs)
-        return lambda *args: program(*args)
+        return _lower(gm, example_inputs)
     if not partitions:
         supported.record()
         return gm

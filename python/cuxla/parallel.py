@@ -80,7 +80,7 @@ class DataParallel:
         self.program = lowered.as_text()
         client = client or _client.client_for_platform(mesh.devices[0].platform)
         self.executable = _client.compile(self.program, client=client, mesh=mesh)
-        partitions = len(mesh.devices)
+        partitions = self._partitions = len(mesh.devices)
         self._params = [_client.shard([p] * partitions, mesh, [None] * p.ndim) for p in params]
         # Buffers (BatchNorm statistics, position ids...) are read, not trained.
         self._buffers = [_client.shard([b] * partitions, mesh, [None] * b.ndim) for b in buffers]
@@ -89,12 +89,15 @@ class DataParallel:
         """One SGD step on ``batch`` (the global batch, split along dimension
         0 into one shard per partition); the loss before the step, as a
         PyTorch tensor on the first device."""
-        n = len(self.mesh.devices)
+        splits, partitions = self.mesh.shape[0], self._partitions
         sharded = []
         for t in batch:
-            if t.shape[0] % n:
-                raise ValueError(f"a batch of {t.shape[0]} does not split evenly over {n} partitions")
-            sharded.append(_client.shard(t.chunk(n), self.mesh, [self.mesh.axis_names[0]] + [None] * (t.ndim - 1)))
+            if t.shape[0] % splits:
+                raise ValueError(f"a batch of {t.shape[0]} does not split evenly over {splits} partitions")
+            # Device p (row-major in the mesh) holds chunk p // (devices per chunk).
+            chunks = t.chunk(splits)
+            parts = [chunks[p * splits // partitions] for p in range(partitions)]
+            sharded.append(_client.shard(parts, self.mesh, [self.mesh.axis_names[0]] + [None] * (t.ndim - 1)))
         loss, *params = self.executable.call_sharded(self._params + self._buffers + sharded)
         self._params = params
         return cuxla_torch.to_torch(loss.shards[0])

@@ -21,7 +21,8 @@ DLManagedTensorVersioned* ExportDLPack(const Array& array);
 // The same as a legacy (unversioned) tensor, for consumers older than DLPack 1.0.
 DLManagedTensor* ExportLegacyDLPack(const Array& array);
 
-// The DLPack device of `array`.
+// The DLPack device of `device`, and of `array`'s.
+DLDevice DLDeviceOf(const Device& device);
 DLDevice DLDeviceOf(const Array& array);
 
 }  // namespace cuxla::interop

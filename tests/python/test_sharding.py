@@ -143,3 +143,16 @@ def test_data_parallel_sgd_equals_one_device_and_eager(spmd_client, mesh, name):
     assert reference[-1] < reference[0]
     for key, value in eager.named_parameters():
         np.testing.assert_allclose(params[key].cpu().numpy(), value.detach().cpu().numpy(), rtol=1e-3, atol=1e-4)
+
+
+def test_data_parallel_over_a_two_axis_mesh_splits_the_batch_along_the_first(spmd_client):
+    if len(spmd_client.devices()) < 4:
+        pytest.skip("needs four devices for a 2 x 2 mesh")
+    workload = _models.WORKLOADS["mlp"](_tdev(spmd_client), "tiny")
+    losses = []
+    for mesh in (cuxla.Mesh(spmd_client.devices()[:4], ["data", "model"], shape=[2, 2]),
+                 cuxla.Mesh(spmd_client.devices()[:1], ["data"])):
+        dp = DataParallel(copy.deepcopy(workload.model), workload.loss, mesh, lr=0.1,
+                          example_batch=workload.batch, client=spmd_client)
+        losses.append([dp.step(workload.batch).item() for _ in range(3)])
+    np.testing.assert_allclose(losses[0], losses[1], rtol=1e-5)
