@@ -197,9 +197,26 @@ def _program_overhead(client, ct, torch, device, sync, jax, budget_s) -> list[di
     return rows
 
 
-def _write(rows: list[dict], sizes: list[int], card: str, out_dir: pathlib.Path) -> None:
+def _pyplot():
+    """matplotlib's pyplot, drawing to files only."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(out_dir: pathlib.Path, stem: str, card: str, rows: list[dict], table: list[str], fig) -> None:
+    """A benchmark's results as `stem`.json (the rows), .md (the table) and .png (the figure)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "handoff.json").write_text(json.dumps({"device": card, "rows": rows}, indent=1))
+    (out_dir / f"{stem}.json").write_text(json.dumps({"device": card, "rows": rows}, indent=1))
+    (out_dir / f"{stem}.md").write_text("\n".join(table) + "\n")
+    fig.tight_layout()
+    fig.savefig(out_dir / f"{stem}.png", dpi=120)
+    print(f"\nwrote {out_dir / stem}.md, .json and .png")
+
+
+def _write(rows: list[dict], sizes: list[int], card: str, out_dir: pathlib.Path) -> None:
     handoffs = [r for r in rows if not r.get("program")]
     methods = list(dict.fromkeys(r["method"] for r in handoffs))
     lines = [f"Handoff p50 / p90, µs per call, on {card}", "",
@@ -216,13 +233,7 @@ def _write(rows: list[dict], sizes: list[int], card: str, out_dir: pathlib.Path)
         if r.get("program"):
             lines.append(f"| {r['method']} | {r['p50_us']:.1f} | {r['p90_us']:.1f} | {r['idle_p50_us']:.1f} | "
                          f"{r['complete_p50_us']:.1f} |")
-    (out_dir / "handoff.md").write_text("\n".join(lines) + "\n")
-
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(9, 5.5))
+    fig, ax = _pyplot().subplots(figsize=(9, 5.5))
     for m in methods:
         points = sorted((r["bytes"], r["p50_us"]) for r in handoffs if r["method"] == m)
         ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=m)
@@ -234,9 +245,7 @@ def _write(rows: list[dict], sizes: list[int], card: str, out_dir: pathlib.Path)
     ax.set_title(f"PyTorch <-> XLA handoff, {card}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out_dir / "handoff.png", dpi=120)
-    print(f"\nwrote {out_dir / 'handoff.md'}, {out_dir / 'handoff.json'}, {out_dir / 'handoff.png'}")
+    _save(out_dir, "handoff", card, rows, lines, fig)
 
 
 def main(args) -> int:
@@ -290,22 +299,13 @@ def scale(models: list[str], steps: int, out_dir: str) -> int:
             rows.append(row)
             print(f"  {name:5s} {n} device(s): step {row['step_ms']:9.2f} ms   compile + first step "
                   f"{compile_s:6.2f} s", flush=True)
-    out = pathlib.Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "scale.json").write_text(json.dumps({"device": card, "rows": rows}, indent=1))
     lines = [f"Data-parallel SGD step on {card}, global batch fixed", "",
              "| model | devices | step (ms, p50) | speed-up | compile + first step (s) |", "|---|---|---|---|---|"]
     for r in rows:
         one = next(o for o in rows if o["model"] == r["model"] and o["devices"] == 1)
         lines.append(f"| {r['model']} | {r['devices']} | {r['step_ms']:.2f} | {one['step_ms'] / r['step_ms']:.2f}x | "
                      f"{r['compile_s']:.2f} |")
-    (out / "scale.md").write_text("\n".join(lines) + "\n")
-
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4.5))
+    fig, ax = _pyplot().subplots(figsize=(6, 4.5))
     for name in dict.fromkeys(r["model"] for r in rows):
         points = [(r["devices"], r["step_ms"]) for r in rows if r["model"] == name]
         ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=name)
@@ -315,9 +315,7 @@ def scale(models: list[str], steps: int, out_dir: str) -> int:
     ax.set_title(f"Data-parallel SGD, {card}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "scale.png", dpi=120)
-    print(f"\nwrote {out / 'scale.md'}, {out / 'scale.json'}, {out / 'scale.png'}")
+    _save(pathlib.Path(out_dir), "scale", card, rows, lines, fig)
     return 0
 
 
@@ -376,8 +374,6 @@ def _xla_peak_gib() -> float:
 
 
 def _write_train(rows: list[dict], card: str, out_dir: pathlib.Path) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "train.json").write_text(json.dumps({"device": card, "rows": rows}, indent=1))
     lines = [f"Training step and compile time on {card}", "",
              "| model | backend | step (ms, p50) | compile (s) | final loss | peak torch memory (GiB) | XLA peak so far (GiB) |",
              "|---|---|---|---|---|---|---|"]
@@ -386,15 +382,9 @@ def _write_train(rows: list[dict], card: str, out_dir: pathlib.Path) -> None:
         xla = "-" if r["peak_xla_gib"] is None else f"{r['peak_xla_gib']:.2f}"
         lines.append(f"| {r['model']} | {r['backend']} | {r['step_ms']:.2f} | {r['compile_s']:.2f} | "
                      f"{r['final_loss']:.4f} | {peak} | {xla} |")
-    (out_dir / "train.md").write_text("\n".join(lines) + "\n")
-
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     models = list(dict.fromkeys(r["model"] for r in rows))
     backends = list(dict.fromkeys(r["backend"] for r in rows))
-    fig, (ax_step, ax_compile) = plt.subplots(1, 2, figsize=(11, 4.5))
+    fig, (ax_step, ax_compile) = _pyplot().subplots(1, 2, figsize=(11, 4.5))
     width = 0.8 / len(backends)
     for i, backend in enumerate(backends):
         xs = [m + i * width for m in range(len(models))]
@@ -407,6 +397,4 @@ def _write_train(rows: list[dict], card: str, out_dir: pathlib.Path) -> None:
         ax.set_yscale("log")
         ax.legend(fontsize=8)
     fig.suptitle(f"Training with torch.compile backends, {card}")
-    fig.tight_layout()
-    fig.savefig(out_dir / "train.png", dpi=120)
-    print(f"\nwrote {out_dir / 'train.md'}, {out_dir / 'train.json'}, {out_dir / 'train.png'}")
+    _save(out_dir, "train", card, rows, lines, fig)
