@@ -148,6 +148,7 @@ std::vector<std::vector<Array>> Executable::RunPartitions(const Call& call) cons
   std::vector<std::vector<PJRT_Buffer*>> buffers(partitions);
   std::vector<PJRT_Buffer* const*> argument_lists;
   for (size_t p = 0; p < partitions; ++p) {
+    buffers[p].reserve(call.args[p].size());
     for (const auto& arg : call.args[p]) {
       if (const auto* buffer = std::get_if<std::shared_ptr<PJRT_Buffer>>(&arg)) {
         buffers[p].push_back(buffer->get());
@@ -165,8 +166,9 @@ std::vector<std::vector<Array>> Executable::RunPartitions(const Call& call) cons
   PJRT_ExecuteOptions options = CUXLA_PJRT_ARGS(PJRT_ExecuteOptions);
   // Each launch its own id: XLA keys the rendezvous of a collective by it,
   // and two launches in flight with one id would join each other's.
-  static std::atomic<int> launches{0};
-  options.launch_id = partitions > 1 ? launches.fetch_add(1, std::memory_order_relaxed) % 0x7fffffff + 1 : 0;
+  static std::atomic<uint32_t> launches{0};  // wraps around: ids stay in [1, 2^31 - 1]
+  options.launch_id =
+      partitions > 1 ? static_cast<int>(launches.fetch_add(1, std::memory_order_relaxed) % 0x7fffffffu + 1) : 0;
   auto exec_args = CUXLA_PJRT_ARGS(PJRT_LoadedExecutable_Execute_Args);
   exec_args.executable = loaded_.get();
   exec_args.options = &options;
@@ -178,8 +180,10 @@ std::vector<std::vector<Array>> Executable::RunPartitions(const Call& call) cons
 
   // Own every output before constructing Arrays, so a failure leaks none.
   std::vector<std::vector<pjrt::BufferPtr>> owned(partitions);
-  for (size_t p = 0; p < partitions; ++p)
+  for (size_t p = 0; p < partitions; ++p) {
+    owned[p].reserve(num_outputs_);
     for (PJRT_Buffer* buffer : outputs[p]) owned[p].emplace_back(buffer, pjrt::BufferDestroy{&api});
+  }
   std::vector<std::vector<Array>> result(partitions);
   for (size_t p = 0; p < partitions; ++p) {
     result[p].reserve(num_outputs_);
