@@ -15,6 +15,7 @@
 #include "bindings.h"
 #include "interop/export.h"
 #include "interop/import.h"
+#include "producer_deleters.h"
 
 namespace cuxla::bindings {
 namespace {
@@ -89,14 +90,19 @@ const DLPackExchangeAPI* ExchangeApi(PyTypeObject* type) {
 
 [[noreturn]] void RaisePythonError() { throw nb::python_error(); }
 
-// interop::ImportDLPack without the GIL. A copy made at import runs a
-// program, and PJRT may wait in it for earlier work to finish; that work's
-// completion runs producers' deleters on PJRT's threads, and PyTorch's take
-// the GIL: holding it here could deadlock. The tensor is ours by now, and
-// no Python object is touched.
+// interop::ImportDLPack without the GIL, the producer's deleter run with it
+// (producer_deleters.h). A copy made at import runs a program, and PJRT may
+// wait in it for earlier work to finish: holding the GIL there would stall
+// every other Python thread. The tensor is ours by now, and no Python object
+// is touched. Afterwards, with the GIL back, the deleters queued meanwhile
+// (this import's, if it failed, and those of views XLA let go of) run.
 template <class Managed>
 Array ImportWithoutGil(const std::shared_ptr<const ClientState>& state, Managed* tensor,
                        const interop::ImportOptions& options) {
+  struct RunQueuedAfter {
+    ~RunQueuedAfter() { RunQueuedDeleters(); }
+  } run_queued_after;  // destroyed after `release`: with the GIL
+  tensor = WithGilDeleter(tensor);
   nb::gil_scoped_release release;
   return interop::ImportDLPack(state, tensor, options);
 }

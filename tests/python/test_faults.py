@@ -3,6 +3,8 @@ import ctypes
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -46,14 +48,30 @@ class _ManagedVersioned(ctypes.Structure):
                 ("deleter", ctypes.c_void_p), ("flags", ctypes.c_uint64), ("dl_tensor", _DLTensor)]
 
 
-def _capsule_with_null_deleter(host: np.ndarray, keep: list, device_type: int = 1):
-    shape = (ctypes.c_int64 * host.ndim)(*host.shape)
-    managed = _ManagedVersioned(1, 0, None, None, 0,
-                                _DLTensor(host.ctypes.data, device_type, 0, host.ndim, 2, 32, 1, shape, None, 0))
-    keep += [shape, managed, host]
+_DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+def _capsule(data: int, shape: tuple, keep: list, device_type: int = 1, deleter=None):
+    """A versioned float32 DLPack capsule of the memory at `data`, made by
+    hand (`deleter`: a _DELETER or None); `keep` holds what it points to."""
+    dims = (ctypes.c_int64 * len(shape))(*shape)
+    managed = _ManagedVersioned(1, 0, None, ctypes.cast(deleter, ctypes.c_void_p) if deleter else None, 0,
+                                _DLTensor(data, device_type, 0, len(shape), 2, 32, 1, dims, None, 0))
+    keep += [dims, managed, deleter]
     new = ctypes.pythonapi.PyCapsule_New
     new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
     return new(ctypes.addressof(managed), b"dltensor_versioned", None)
+
+
+# What null-deleter capsules point to: with no deleter, nothing says when
+# cuxla is done with it (XLA may let a deleted view go later, on its own
+# thread), so it is kept for the process, as such a producer must.
+_NEVER_RELEASED: list = []
+
+
+def _capsule_with_null_deleter(host: np.ndarray, device_type: int = 1):
+    _NEVER_RELEASED.append(host)
+    return _capsule(host.ctypes.data, host.shape, _NEVER_RELEASED, device_type)
 
 
 def test_a_capsule_with_a_null_deleter_is_imported_and_released_safely(client):
@@ -63,15 +81,13 @@ def test_a_capsule_with_a_null_deleter_is_imported_and_released_safely(client):
     start = (-raw.ctypes.data % 64) // 4
     host = raw[start:start + 16]
     host[:] = np.arange(16)
-    keep: list = []
-    array = cuxla.from_dlpack(_capsule_with_null_deleter(host, keep))
+    array = cuxla.from_dlpack(_capsule_with_null_deleter(host))
     assert array.is_view and np.array_equal(array.numpy(), np.arange(16, dtype=np.float32))
     array.delete()  # PJRT's callback finds no deleter to call: nothing happens
 
 
 def test_a_refused_capsule_is_left_unconsumed():
-    keep: list = []
-    capsule = _capsule_with_null_deleter(np.zeros(4, np.float32), keep, device_type=8)  # Metal
+    capsule = _capsule_with_null_deleter(np.zeros(4, np.float32), device_type=8)  # Metal
     with pytest.raises(BufferError, match="CPU \\(1\\) or CUDA \\(2\\) devices, not DLPack device type 8"):
         cuxla.from_dlpack(capsule)
     name = ctypes.pythonapi.PyCapsule_GetName
@@ -122,3 +138,54 @@ def test_interpreter_shutdown_with_exports_alive_exits_cleanly():
     assert result.returncode == 0, result.stderr[-2000:]
     assert "ready 499500.0" in result.stdout
     assert "Fatal" not in result.stderr and "Segmentation" not in result.stderr
+
+
+# x <- tanh(x @ x / n), `steps` times: long enough to be still running when
+# its argument's Array is deleted.
+_LONG_LOOP = """
+func.func public @main(%x: tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32> {{
+  %zero = stablehlo.constant dense<0> : tensor<i32>
+  %r:2 = stablehlo.while(%i = %zero, %y = %x) : tensor<i32>, tensor<{n}x{n}xf32>
+    cond {{
+      %steps = stablehlo.constant dense<{steps}> : tensor<i32>
+      %c = stablehlo.compare LT, %i, %steps : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %c : tensor<i1>
+    }} do {{
+      %one = stablehlo.constant dense<1> : tensor<i32>
+      %next = stablehlo.add %i, %one : tensor<i32>
+      %p = stablehlo.dot_general %y, %y, contracting_dims = [1] x [0] : (tensor<{n}x{n}xf32>, tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32>
+      %scale = stablehlo.constant dense<{inv_n}> : tensor<{n}x{n}xf32>
+      %q = stablehlo.multiply %p, %scale : tensor<{n}x{n}xf32>
+      %t = stablehlo.tanh %q : tensor<{n}x{n}xf32>
+      stablehlo.return %next, %t : tensor<i32>, tensor<{n}x{n}xf32>
+    }}
+  return %r#1 : tensor<{n}x{n}xf32>
+}}
+"""
+
+
+def test_producer_deleters_run_on_python_threads_when_xla_lets_go_on_its_own(client):
+    # XLA hands a view back when its last use ends, on one of its own threads
+    # when that use was still running at deletion. PyTorch's deleter takes
+    # the GIL: run there, it would stall (or deadlock) against Python. cuxla
+    # runs such deleters on a Python thread instead.
+    cuda = client.platform == "cuda"
+    n, steps = (1024, 400) if cuda else (384, 40)
+    loop = cuxla.compile(_LONG_LOOP.format(n=n, steps=steps, inv_n=1.0 / n), client=client)
+    released_on: list = []
+
+    @_DELETER
+    def deleter(_):
+        released_on.append(threading.current_thread())
+
+    source = torch.full((n, n), 0.5, device="cuda" if cuda else "cpu")
+    keep: list = [source]
+    array = cuxla.from_dlpack(_capsule(source.data_ptr(), (n, n), keep, 2 if cuda else 1, deleter))
+    (out,) = loop(array)
+    array.delete()  # the loop still runs on it: XLA lets go when the loop ends
+    assert released_on == [], "the loop ended before the delete: the case is not exercised"
+    out.block_until_ready()
+    deadline = time.monotonic() + 10
+    while not released_on and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert released_on == [threading.main_thread()]
