@@ -164,28 +164,58 @@ func.func public @main(%x: tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32> {{
 """
 
 
-def test_producer_deleters_run_on_python_threads_when_xla_lets_go_on_its_own(client):
-    # XLA hands a view back when its last use ends, on one of its own threads
-    # when that use was still running at deletion. PyTorch's deleter takes
-    # the GIL: run there, it would stall (or deadlock) against Python. cuxla
-    # runs such deleters on a Python thread instead.
+def _released_late(client, released_on: list, keep: list):
+    """Imports a hand-made capsule whose deleter records its thread into
+    `released_on`, runs a long program on it and deletes the Array while
+    the program still reads it: XLA lets go of the view when the program
+    ends, on one of its own threads. Returns the program's output."""
     cuda = client.platform == "cuda"
     n, steps = (1024, 400) if cuda else (384, 40)
     loop = cuxla.compile(_LONG_LOOP.format(n=n, steps=steps, inv_n=1.0 / n), client=client)
-    released_on: list = []
 
     @_DELETER
     def deleter(_):
         released_on.append(threading.current_thread())
 
     source = torch.full((n, n), 0.5, device="cuda" if cuda else "cpu")
-    keep: list = [source]
+    keep.append(source)
     array = cuxla.from_dlpack(_capsule(source.data_ptr(), (n, n), keep, 2 if cuda else 1, deleter))
     (out,) = loop(array)
-    array.delete()  # the loop still runs on it: XLA lets go when the loop ends
-    assert released_on == [], "the loop ended before the delete: the case is not exercised"
+    array.delete()
+    assert released_on == [], "the program ended before the delete: the case is not exercised"
     out.block_until_ready()
+    return out
+
+
+def test_producer_deleters_run_on_python_threads_when_xla_lets_go_on_its_own(client):
+    # PyTorch's deleter takes the GIL: run on XLA's thread, it would stall
+    # (or deadlock) against Python. cuxla runs it on a Python thread instead:
+    # here the main thread, at its next bytecode.
+    released_on: list = []
+    keep: list = []
+    _released_late(client, released_on, keep)
     deadline = time.monotonic() + 10
     while not released_on and time.monotonic() < deadline:
         time.sleep(0.001)
     assert released_on == [threading.main_thread()]
+
+
+def test_a_worker_thread_runs_the_queued_deleters_while_the_main_thread_is_blocked(client):
+    # The main thread waits on a lock (no bytecode, so no pending call runs):
+    # the worker's next import runs the queued deleter.
+    released_on: list = []
+    keep: list = []
+    seen: list = []
+
+    def worker():
+        out = _released_late(client, released_on, keep)
+        deadline = time.monotonic() + 10
+        while not released_on and time.monotonic() < deadline:
+            seen.append(cuxla.from_dlpack(torch.ones(4, device=out.device.platform)))
+            time.sleep(0.001)
+        del out
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    assert released_on == [thread], f"released on {released_on} after {len(seen)} imports"
