@@ -148,17 +148,9 @@ void OnDevice(int ordinal, Work work) {
 
 const DriverStatus& Driver() noexcept { return Probe().status; }
 
-bool WaitForPendingWork(int ordinal, intptr_t waiter, intptr_t producer) {
-  constexpr CUresult kNotReady = 600;  // CUDA_ERROR_NOT_READY
-  bool pending = false;
+void StreamWaitStream(int ordinal, intptr_t waiter, intptr_t producer) {
   OnDevice(ordinal, [&](const Entries& cu, DeviceSync& sync, const char*& failed) -> CUresult {
-    CUresult rc = cu.cuStreamQuery(reinterpret_cast<CUstream>(producer));
-    if (rc == 0) return rc;
-    if (rc != kNotReady) {
-      failed = "cuStreamQuery";
-      return rc;
-    }
-    pending = true;
+    CUresult rc = 0;
     if (sync.event == nullptr && (rc = cu.cuEventCreate(&sync.event, kEventDisableTiming)) != 0)
       failed = "cuEventCreate";
     else if ((rc = cu.cuEventRecord(sync.event, reinterpret_cast<CUstream>(producer))) != 0)
@@ -167,7 +159,18 @@ bool WaitForPendingWork(int ordinal, intptr_t waiter, intptr_t producer) {
       failed = "cuStreamWaitEvent";
     return rc;
   });
-  return pending;
+}
+
+bool StreamIdle(int ordinal, intptr_t stream) {
+  constexpr CUresult kNotReady = 600;  // CUDA_ERROR_NOT_READY
+  bool idle = false;
+  OnDevice(ordinal, [&](const Entries& cu, DeviceSync&, const char*& failed) -> CUresult {
+    const CUresult rc = cu.cuStreamQuery(reinterpret_cast<CUstream>(stream));
+    idle = rc == 0;
+    if (rc != 0 && rc != kNotReady) failed = "cuStreamQuery";
+    return rc;
+  });
+  return idle;
 }
 
 }  // namespace cuxla::cuda

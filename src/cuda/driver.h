@@ -22,10 +22,12 @@ const DriverStatus& Driver() noexcept;
 
 // Makes `waiter` wait, on the device, for the work queued so far on
 // `producer` (both streams of device `ordinal`; 1 and 2 name the legacy and
-// per-thread default streams) and returns true — or, when every piece of
-// work queued on `producer` has finished already, does nothing and returns
-// false. No host synchronisation, one driver lock. Throws a RuntimeError-kind
-// cuxla::Error naming the failed driver call.
-bool WaitForPendingWork(int ordinal, intptr_t waiter, intptr_t producer);
+// per-thread default streams). No host synchronisation. Throws a
+// RuntimeError-kind cuxla::Error naming the failed driver call.
+void StreamWaitStream(int ordinal, intptr_t waiter, intptr_t producer);
+
+// True when every piece of work queued on `stream` (of device `ordinal`) has
+// finished: a consumer then has nothing to wait for. Never blocks.
+bool StreamIdle(int ordinal, intptr_t stream);
 
 }  // namespace cuxla::cuda

@@ -210,13 +210,14 @@ const Device& ClientState::DeviceWithHardwareId(int id) const {
 }
 
 intptr_t ClientState::ExternalReadyStream(const Device& device, intptr_t producer) const {
+  if (producer != 0 && cuda::StreamIdle(device.local_hardware_id, producer)) return 0;
   const PJRT_Stream_Extension* streams = plugin->stream_extension();
   if (streams == nullptr)
     throw Error(ErrorKind::kRuntime, "PJRT plugin " + plugin->path() + " has no stream extension");
   auto args = CUXLA_PJRT_ARGS(PJRT_Get_Stream_For_External_Ready_Events_Args);
   args.device = device.handle;
   api().Check(streams->get_stream(&args), "PJRT_Get_Stream_For_External_Ready_Events");
-  if (producer != 0 && !cuda::WaitForPendingWork(device.local_hardware_id, args.stream, producer)) return 0;
+  if (producer != 0) cuda::StreamWaitStream(device.local_hardware_id, args.stream, producer);
   return args.stream;
 }
 
