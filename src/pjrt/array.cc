@@ -129,7 +129,9 @@ Array Array::CreateView(std::shared_ptr<const ClientState> state, const DeviceVi
     args.layout = &layout;
   }
   args.device = device.handle;
-  args.on_delete_callback = view.on_delete;
+  // Plugins call the callback unconditionally (a null one aborts the
+  // process when the view is deleted): "nothing to release" is a no-op.
+  args.on_delete_callback = view.on_delete != nullptr ? view.on_delete : [](void*, void*) {};
   args.on_delete_callback_arg = view.on_delete_arg;
   args.stream = view.ready_stream;
   CUXLA_PJRT_CALL(api, PJRT_Client_CreateViewOfDeviceBuffer, &args);

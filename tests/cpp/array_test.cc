@@ -163,5 +163,22 @@ TEST(ArrayTest, BlockUntilReadyOnADeletedArrayThrowsRuntimeError) {
   EXPECT_EQ(error->kind(), ErrorKind::kRuntime);
 }
 
+// A view whose owner needs no notice (DeviceView::on_delete null) reads the
+// memory it is given and is deleted without calling anything.
+TEST(ArrayTest, ViewWithoutOnDeleteCallbackReadsItsMemoryAndDeletesCleanly) {
+  Client& client = *TestClient();
+  const Array owner = UploadFloats(client, std::vector<float>(64, 2.5f), {64});
+  owner.BlockUntilReady();
+  DeviceView view;
+  view.data = reinterpret_cast<void*>(owner.UnsafeBufferPointer());
+  view.dtype = DType::kFloat32;
+  view.dims = {64};
+  Array alias = Array::CreateView(client.state(), view, client.devices().front());
+  EXPECT_TRUE(alias.is_view());
+  EXPECT_EQ(Download<float>(alias), std::vector<float>(64, 2.5f));
+  alias.Delete();
+  EXPECT_EQ(Download<float>(owner), std::vector<float>(64, 2.5f));
+}
+
 }  // namespace
 }  // namespace cuxla
