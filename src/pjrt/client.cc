@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -147,13 +148,17 @@ Device DescribeDevice(const pjrt::Api& api, PJRT_Device* handle, const std::stri
 // partition and hang. For a client of several CPU devices (the plugin makes
 // 4 unless told), cuxla sets PJRT_NPROC (unless the user has) to twice the
 // devices, or the cores if more, for the plugin to read while it creates the
-// client, then unsets it.
+// client, then unsets it. Such CPU clients are made one at a time: another
+// made meanwhile would find the variable set, and lose it when the first
+// unsets it.
 class CpuThreadsForPartitions {
  public:
   CpuThreadsForPartitions(const std::string& platform, const ClientOptions& options) {
     constexpr int64_t kPluginDefaultDevices = 4;
     const int64_t devices = options.device_count.value_or(kPluginDefaultDevices);
-    if (platform != "cpu" || devices <= 1 || std::getenv(kVariable) != nullptr) return;
+    if (platform != "cpu" || devices <= 1) return;
+    lock_ = std::unique_lock(Mutex());
+    if (std::getenv(kVariable) != nullptr) return;
     const auto threads = std::max<int64_t>(std::thread::hardware_concurrency(), 2 * devices);
     set_ = setenv(kVariable, std::to_string(threads).c_str(), 0) == 0;
   }
@@ -164,7 +169,12 @@ class CpuThreadsForPartitions {
   CpuThreadsForPartitions& operator=(const CpuThreadsForPartitions&) = delete;
 
  private:
+  static std::mutex& Mutex() {
+    static std::mutex mutex;
+    return mutex;
+  }
   static constexpr const char* kVariable = "PJRT_NPROC";
+  std::unique_lock<std::mutex> lock_;  // released after the variable is unset
   bool set_ = false;
 };
 
