@@ -35,8 +35,9 @@ class DeleterQueue {
       schedule = !std::exchange(scheduled_, true);
     }
     // At most one pending call registered at a time; if Python refuses one
-    // (its queue is full), the next import runs the queue.
-    if (schedule && Py_AddPendingCall(&FromPendingCall, this) != 0) {
+    // (its queue is full), the next import runs the queue. Once the
+    // interpreter is gone there is none to ask (and nothing will run).
+    if (schedule && (!Py_IsInitialized() || Py_AddPendingCall(&FromPendingCall, this) != 0)) {
       std::lock_guard lock(mutex_);
       scheduled_ = false;
     }
@@ -76,7 +77,8 @@ DeleterQueue& Queue() {
   return *queue;
 }
 
-// Once the interpreter is gone nothing runs: the memory goes with the process.
+// Once the interpreter is gone nothing runs: the tensor stays queued and
+// its memory goes with the process.
 template <class Managed>
 void RunOrQueue(Managed* tensor) noexcept {
   if (tensor->deleter == nullptr) return;

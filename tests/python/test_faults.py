@@ -120,26 +120,6 @@ def test_a_huge_import_is_refused_cleanly(client):
     assert cuxla.from_dlpack(torch.ones(3)).numpy().tolist() == [1.0, 1.0, 1.0]
 
 
-SHUTDOWN = textwrap.dedent("""
-    import numpy as np, torch, cuxla, cuxla.torch as ct
-    cpu = cuxla.default_client().platform == "cpu"
-    kept_array = cuxla.asarray(np.arange(1000, dtype=np.float32))
-    kept_torch = ct.to_torch(kept_array)
-    # An export through the `__dlpack__` protocol (NumPy reads host memory only).
-    kept_other = (np.from_dlpack if cpu else torch.from_dlpack)(cuxla.asarray(np.ones(8, np.float32)))
-    kept_view = cuxla.from_dlpack(torch.arange(16.0, device="cpu" if cpu else "cuda"))
-    capsule = kept_array.__dlpack__(max_version=(1, 0))   # never consumed
-    print("ready", float(kept_torch.sum()))
-""")
-
-
-def test_interpreter_shutdown_with_exports_alive_exits_cleanly():
-    result = subprocess.run([sys.executable, "-c", SHUTDOWN], capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "ready 499500.0" in result.stdout
-    assert "Fatal" not in result.stderr and "Segmentation" not in result.stderr
-
-
 # x <- tanh(x @ x / n), `steps` times: long enough to be still running when
 # its argument's Array is deleted.
 _LONG_LOOP = """
@@ -162,6 +142,34 @@ func.func public @main(%x: tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32> {{
   return %r#1 : tensor<{n}x{n}xf32>
 }}
 """
+
+
+SHUTDOWN = textwrap.dedent("""
+    import numpy as np, torch, cuxla, cuxla.torch as ct
+    cpu = cuxla.default_client().platform == "cpu"
+    kept_array = cuxla.asarray(np.arange(1000, dtype=np.float32))
+    kept_torch = ct.to_torch(kept_array)
+    # An export through the `__dlpack__` protocol (NumPy reads host memory only).
+    kept_other = (np.from_dlpack if cpu else torch.from_dlpack)(cuxla.asarray(np.ones(8, np.float32)))
+    kept_view = cuxla.from_dlpack(torch.arange(16.0, device="cpu" if cpu else "cuda"))
+    capsule = kept_array.__dlpack__(max_version=(1, 0))   # never consumed
+    # A view deleted while a program still reads it: XLA releases it from its
+    # own thread when the program ends, perhaps while the interpreter exits.
+    n = 384 if cpu else 2048
+    loop = cuxla.compile(LOOP.format(n=n, steps=40 if cpu else 2000, inv_n=1.0 / n))
+    busy = cuxla.from_dlpack(torch.full((n, n), 0.5, device="cpu" if cpu else "cuda"))
+    (running,) = loop(busy)
+    del busy
+    print("ready", float(kept_torch.sum()))
+""")
+
+
+def test_interpreter_shutdown_with_exports_alive_exits_cleanly():
+    script = f"LOOP = {_LONG_LOOP!r}\n" + SHUTDOWN
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "ready 499500.0" in result.stdout
+    assert "Fatal" not in result.stderr and "Segmentation" not in result.stderr
 
 
 def _released_late(client, released_on: list, keep: list):
