@@ -36,3 +36,26 @@ func.func public @main(%x: tensor<f32>) -> tensor<f32> {
   return %0 : tensor<f32>
 }
 """
+
+# x <- tanh(x @ x / n), `steps` times (a .format template): a program still
+# running when its argument's Array is deleted.
+MATMUL_TANH_LOOP = """
+func.func public @main(%x: tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32> {{
+  %zero = stablehlo.constant dense<0> : tensor<i32>
+  %r:2 = stablehlo.while(%i = %zero, %y = %x) : tensor<i32>, tensor<{n}x{n}xf32>
+    cond {{
+      %steps = stablehlo.constant dense<{steps}> : tensor<i32>
+      %c = stablehlo.compare LT, %i, %steps : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %c : tensor<i1>
+    }} do {{
+      %one = stablehlo.constant dense<1> : tensor<i32>
+      %next = stablehlo.add %i, %one : tensor<i32>
+      %p = stablehlo.dot_general %y, %y, contracting_dims = [1] x [0] : (tensor<{n}x{n}xf32>, tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32>
+      %scale = stablehlo.constant dense<{inv_n}> : tensor<{n}x{n}xf32>
+      %q = stablehlo.multiply %p, %scale : tensor<{n}x{n}xf32>
+      %t = stablehlo.tanh %q : tensor<{n}x{n}xf32>
+      stablehlo.return %next, %t : tensor<i32>, tensor<{n}x{n}xf32>
+    }}
+  return %r#1 : tensor<{n}x{n}xf32>
+}}
+"""

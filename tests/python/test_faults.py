@@ -12,6 +12,8 @@ import torch
 
 import cuxla
 
+import programs
+
 
 class RaisingProducer:
     def __dlpack_device__(self):
@@ -120,30 +122,6 @@ def test_a_huge_import_is_refused_cleanly(client):
     assert cuxla.from_dlpack(torch.ones(3)).numpy().tolist() == [1.0, 1.0, 1.0]
 
 
-# x <- tanh(x @ x / n), `steps` times: long enough to be still running when
-# its argument's Array is deleted.
-_LONG_LOOP = """
-func.func public @main(%x: tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32> {{
-  %zero = stablehlo.constant dense<0> : tensor<i32>
-  %r:2 = stablehlo.while(%i = %zero, %y = %x) : tensor<i32>, tensor<{n}x{n}xf32>
-    cond {{
-      %steps = stablehlo.constant dense<{steps}> : tensor<i32>
-      %c = stablehlo.compare LT, %i, %steps : (tensor<i32>, tensor<i32>) -> tensor<i1>
-      stablehlo.return %c : tensor<i1>
-    }} do {{
-      %one = stablehlo.constant dense<1> : tensor<i32>
-      %next = stablehlo.add %i, %one : tensor<i32>
-      %p = stablehlo.dot_general %y, %y, contracting_dims = [1] x [0] : (tensor<{n}x{n}xf32>, tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32>
-      %scale = stablehlo.constant dense<{inv_n}> : tensor<{n}x{n}xf32>
-      %q = stablehlo.multiply %p, %scale : tensor<{n}x{n}xf32>
-      %t = stablehlo.tanh %q : tensor<{n}x{n}xf32>
-      stablehlo.return %next, %t : tensor<i32>, tensor<{n}x{n}xf32>
-    }}
-  return %r#1 : tensor<{n}x{n}xf32>
-}}
-"""
-
-
 SHUTDOWN = textwrap.dedent("""
     import numpy as np, torch, cuxla, cuxla.torch as ct
     cpu = cuxla.default_client().platform == "cpu"
@@ -165,7 +143,7 @@ SHUTDOWN = textwrap.dedent("""
 
 
 def test_interpreter_shutdown_with_exports_alive_exits_cleanly():
-    script = f"LOOP = {_LONG_LOOP!r}\n" + SHUTDOWN
+    script = f"LOOP = {programs.MATMUL_TANH_LOOP!r}\n" + SHUTDOWN
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "ready 499500.0" in result.stdout
@@ -179,7 +157,7 @@ def _released_late(client, released_on: list, keep: list):
     ends, on one of its own threads. Returns the program's output."""
     cuda = client.platform == "cuda"
     n, steps = (1024, 400) if cuda else (384, 40)
-    loop = cuxla.compile(_LONG_LOOP.format(n=n, steps=steps, inv_n=1.0 / n), client=client)
+    loop = cuxla.compile(programs.MATMUL_TANH_LOOP.format(n=n, steps=steps, inv_n=1.0 / n), client=client)
 
     @_DELETER
     def deleter(_):
