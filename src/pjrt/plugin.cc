@@ -1,12 +1,16 @@
 #include "pjrt/plugin.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 namespace cuxla::pjrt {
 namespace {
@@ -28,13 +32,35 @@ constexpr KnownPlugin kKnownPlugins[] = {
   throw Error(ErrorKind::kValue, "cannot load PJRT plugin " + path + ": " + why);
 }
 
+// Why dlopen refused an ELF file built for another machine, which glibc
+// reports as "No such file or directory"; empty if that is not the reason.
+std::string ForeignArchitecture(const std::string& file) {
+  Elf64_Ehdr header{};
+  std::ifstream in(file, std::ios::binary);
+  if (!in.read(reinterpret_cast<char*>(&header), sizeof(header)) ||
+      std::string_view(reinterpret_cast<const char*>(header.e_ident), SELFMAG) != ELFMAG)
+    return {};
+#if defined(__x86_64__)
+  constexpr uint16_t kOwnMachine = EM_X86_64;
+#elif defined(__aarch64__)
+  constexpr uint16_t kOwnMachine = EM_AARCH64;
+#else
+  return {};
+#endif
+  if (header.e_ident[EI_CLASS] == ELFCLASS64 && header.e_machine == kOwnMachine) return {};
+  return "it is built for another architecture (ELF class " + std::to_string(header.e_ident[EI_CLASS]) +
+         ", machine " + std::to_string(header.e_machine) + "; this process is ELF class " +
+         std::to_string(ELFCLASS64) + ", machine " + std::to_string(kOwnMachine) + ")";
+}
+
 // Opens the plugin file `canonical`; errors name `path`, as the caller gave it.
 std::shared_ptr<const Plugin> Open(const std::string& canonical, const std::string& path) {
   // RTLD_LOCAL: two plugins each carry their own copy of XLA's symbols.
   void* handle = dlopen(canonical.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* err = dlerror();
-    Refuse(path, err ? err : "dlopen failed");
+    const std::string foreign = ForeignArchitecture(canonical);
+    Refuse(path, !foreign.empty() ? foreign : err ? err : "dlopen failed");
   }
   using GetPjrtApiFn = const PJRT_Api* (*)();
   auto get_api = reinterpret_cast<GetPjrtApiFn>(dlsym(handle, "GetPjrtApi"));

@@ -37,6 +37,19 @@ def test_file_that_is_not_a_plugin_is_a_value_error(tmp_path):
     assert str(path) in str(info.value)
 
 
+def test_plugin_built_for_another_architecture_is_a_value_error(tmp_path):
+    # A real shared library (the nanobind module) marked for AArch64 (ELF
+    # e_machine 183) or, on an AArch64 host, for x86-64 (62).
+    image = bytearray(open(_cuxla.__file__, "rb").read())
+    other = 62 if int.from_bytes(image[18:20], "little") == 183 else 183
+    image[18:20] = other.to_bytes(2, "little")
+    path = tmp_path / "foreign_plugin.so"
+    path.write_bytes(bytes(image))
+    with pytest.raises(ValueError, match=f"built for another architecture .*machine {other};") as info:
+        cuxla.Plugin.load(str(path))
+    assert str(path) in str(info.value)
+
+
 def test_shared_library_without_get_pjrt_api_is_refused():
     # The nanobind module itself is a shared library with no GetPjrtApi.
     with pytest.raises(ValueError, match="GetPjrtApi"):
