@@ -16,9 +16,10 @@ import sys
 import tempfile
 import zipfile
 
-# The PJRT C API header and its stream/layouts extensions. xla-cpu-pjrt 0.0.1
-# ships pjrt_c_api.h (API 0.81) but not the extension headers, so all three
-# come from one TensorFlow CPU wheel (PJRT C API 0.90), which ships them together.
+# The PJRT C API header, its stream/layouts/FFI extensions and the XLA FFI C
+# API. xla-cpu-pjrt 0.0.1 ships pjrt_c_api.h (API 0.81) but not the extension
+# headers, so all come from one TensorFlow CPU wheel (PJRT C API 0.90), which
+# ships them together.
 WHEELS = [
     {
         "requirement": "tensorflow-cpu==2.21.0",
@@ -28,6 +29,8 @@ WHEELS = [
             "tensorflow/include/xla/pjrt/c/pjrt_c_api.h": "xla/pjrt/c/pjrt_c_api.h",
             "tensorflow/include/xla/pjrt/c/pjrt_c_api_stream_extension.h": "xla/pjrt/c/pjrt_c_api_stream_extension.h",
             "tensorflow/include/xla/pjrt/c/pjrt_c_api_layouts_extension.h": "xla/pjrt/c/pjrt_c_api_layouts_extension.h",
+            "tensorflow/include/xla/pjrt/c/pjrt_c_api_ffi_extension.h": "xla/pjrt/c/pjrt_c_api_ffi_extension.h",
+            "tensorflow/include/xla/ffi/api/c_api.h": "xla/ffi/api/c_api.h",
         },
     },
     # DLPack 1.3 (versioned tensors and the C exchange API), as shipped by tvm-ffi.

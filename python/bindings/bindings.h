@@ -46,8 +46,8 @@ struct ImportTarget {
 // device carries the ordering after the producer's stream. The others were
 // written before it on that stream, and their views are only ever used in
 // the same execution, which waits for all its arguments: they need no
-// ordering of their own (PJRT's, at ~10 µs a view, is the costly part of an
-// import) — but a copy made at import (a strided tensor) runs before that
+// ordering of their own (through PJRT's external-ready stream, ~10 µs a
+// view) — but a copy made at import (a strided tensor) runs before that
 // execution, and waits for `ready_stream` itself.
 struct ImportBatch {
   int device_id = -1;

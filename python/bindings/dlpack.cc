@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "calls_in_flight.h"
 #include "interop/export.h"
 #include "interop/import.h"
 #include "producer_deleters.h"
@@ -163,8 +164,7 @@ Array ImportExchange(const DLPackExchangeAPI* api, nb::handle object, const Impo
       // The default stream is reported as null; name it so that it is waited on.
       const intptr_t producer = current != nullptr ? reinterpret_cast<intptr_t>(current) : kLegacyDefaultStream;
       const ClientState& state = *resolved.first;
-      resolved.second.ready_stream =
-          state.ExternalReadyStream(state.DeviceWithHardwareId(device.device_id), producer);
+      resolved.second.ready_stream = state.OrderAfter(state.DeviceWithHardwareId(device.device_id), producer);
       if (batch != nullptr) *batch = ImportBatch{device.device_id, resolved.second.ready_stream};
     }
   } catch (...) {
@@ -175,16 +175,17 @@ Array ImportExchange(const DLPackExchangeAPI* api, nb::handle object, const Impo
 }
 
 // The `__dlpack__` protocol: the producer orders its work before XLA's
-// external-ready stream, which XLA's first use of the view waits on.
+// compute stream, or else before an external-ready stream, which XLA's first
+// use of the view then waits on.
 Array ImportProtocol(nb::handle object, const ImportTarget& target, std::optional<bool> copy) {
   auto device = nb::cast<std::pair<int, int>>(object.attr("__dlpack_device__")());
   nb::object stream = nb::none();
   intptr_t ready_stream = 0;
   if (device.first == kDLCUDA) {
     auto [state, options] = Resolve(target, device.first, copy);
-    const Device& source = state->DeviceWithHardwareId(device.second);
-    ready_stream = state->ExternalReadyStream(source);
-    stream = nb::int_(ready_stream);
+    const ClientState::ProducerStream producer = state->StreamForProducer(state->DeviceWithHardwareId(device.second));
+    stream = nb::int_(producer.stream);
+    if (producer.views_wait) ready_stream = producer.stream;
   }
   nb::object dlpack = object.attr("__dlpack__");
   nb::object capsule;
@@ -275,6 +276,7 @@ const DLPackExchangeAPI* ExchangeApiOfType(nb::handle type) {
 // A `type` tensor of `array` (to_torch's fast path): the consumer's current
 // stream waits for XLA's writes on the device.
 nb::object ExportTo(const Array& array, nb::handle type) {
+  ReleaseDoneCalls();
   const DLPackExchangeAPI* api = ExchangeApiOfType(type);
   const std::optional<intptr_t> stream = ConsumerStream(api, interop::DLDeviceOf(array));
   {
@@ -339,6 +341,7 @@ Executable::Call PrepareCall(const Executable& executable, const nb::args& args)
 
 void RegisterDLPack(nb::module_& m, nb::class_<Array>& array) {
   m.def("from_dlpack", [](nb::handle x, nb::handle device, std::optional<bool> copy, nb::handle client) {
+    ReleaseDoneCalls();
     return ImportObject(x, TargetOf(device, client), copy);
   }, "x"_a, nb::kw_only(), "device"_a = nb::none(), "copy"_a = nb::none(), "client"_a = nb::none(),
      "Imports any DLPack producer or capsule as an Array: a view of its memory when XLA can "
@@ -350,13 +353,17 @@ void RegisterDLPack(nb::module_& m, nb::class_<Array>& array) {
   m.def("call_with", [](const Executable& executable, nb::handle type, nb::args tensors) {
     const DLPackExchangeAPI* api = ExchangeApiOfType(type);
     const std::optional<intptr_t> stream = ConsumerStream(api, interop::DLDeviceOf(executable.device()));
-    const Executable::Call call = PrepareCall(executable, tensors);
+    ReleaseDoneCalls();
+    Executable::Call call = PrepareCall(executable, tensors);
     std::vector<Array> outputs;
     {
       nb::gil_scoped_release release;
       outputs = executable.Run(call);
       for (const Array& out : outputs) interop::OrderConsumer(out, stream);  // the outputs are this call's alone
     }
+    // `stream` now waits for the outputs, so for the whole execution.
+    if (stream && !outputs.empty())
+      KeepUntilDone(std::move(call), executable.device().local_hardware_id, *stream);
     nb::list result;
     for (const Array& out : outputs) result.append(ExportOrdered(api, out));
     return nb::tuple(result);

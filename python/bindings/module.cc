@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "calls_in_flight.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -236,6 +237,11 @@ NB_MODULE(_cuxla, m) {
       .def("memory_stats", [](const Client& c, const PyDevice& d) {
         return MemoryStatsDict(c.memory_stats(*d.device));
       }, "device"_a)
+      .def("compute_stream", [](const Client& c, const PyDevice& d) {
+        nb::gil_scoped_release release;  // the first request compiles and runs the probe
+        const cuxla::ComputeStream& found = c.state()->compute_stream(*d.device);
+        return std::make_pair(found.stream, found.why_not);
+      }, "device"_a, "The CUDA stream XLA runs the device's programs on (0 and why, if unknown).")
       .def("_compile", [](Client& c, nb::bytes program) {
         std::string_view text(program.c_str(), program.size());
         nb::gil_scoped_release release;
@@ -297,6 +303,7 @@ NB_MODULE(_cuxla, m) {
       .def_prop_ro("num_outputs", &Executable::num_outputs)
       .def_prop_ro("device", [](const Executable& e) { return Wrap(e.state(), e.device()); })
       .def("__call__", [](const Executable& e, nb::args args) {
+        ReleaseDoneCalls();
         const Executable::Call call = PrepareCall(e, args);
         std::vector<Array> outputs;
         {

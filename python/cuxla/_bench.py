@@ -103,6 +103,17 @@ def handoff(max_bytes: int | None = None, out_dir: str = "bench-results", budget
     methods["cuxla import (torch -> XLA)"] = cuxla_import
     if cuda:
         methods["cuxla import, torch stream busy"] = cuxla_import_busy
+        stream, why_not = client._core.compute_stream(client.devices()[0])
+        print(f"  busy imports: XLA's compute stream waits for PyTorch's" if stream else
+              f"  busy imports: through PJRT's external-ready streams ({why_not})")
+        if stream:  # the route of plugins without FFI, side by side
+            ready_stream_client = _ready_stream_client()
+
+            def cuxla_import_busy_ready_stream(t):
+                return ((lambda: cuxla.from_dlpack(t, client=ready_stream_client)), sync,
+                        (lambda: torch.cuda._sleep(20_000)))
+
+            methods["  busy, via PJRT ready stream"] = cuxla_import_busy_ready_stream
     methods["cuxla export (XLA -> torch)"] = cuxla_export
     if jax is not None:
         def jax_import(t):
@@ -144,6 +155,22 @@ def handoff(max_bytes: int | None = None, out_dir: str = "bench-results", budget
     rows.extend(program_rows)
     _write(rows, sizes, card, pathlib.Path(out_dir))
     return 0
+
+
+def _ready_stream_client():
+    """A second CUDA client whose compute stream stays unknown, so that its
+    imports wait through PJRT's external-ready streams."""
+    saved = os.environ.get("CUXLA_COMPUTE_STREAM")
+    os.environ["CUXLA_COMPUTE_STREAM"] = "0"
+    try:
+        client = cuxla.Client("cuda")
+        client._core.compute_stream(client.devices()[0])  # probed now, with the variable set
+    finally:
+        if saved is None:
+            del os.environ["CUXLA_COMPUTE_STREAM"]
+        else:
+            os.environ["CUXLA_COMPUTE_STREAM"] = saved
+    return client
 
 
 def _size_name(size: int) -> str:

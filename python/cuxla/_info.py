@@ -45,6 +45,10 @@ def _platform_report(platform: str) -> bool:
         memory = ("memory: not reported by the plugin" if stats is None else
                   f"memory: in use {_bytes(stats['bytes_in_use'])}, limit {_bytes(stats['bytes_limit'])}")
         print(f"  device {device.id}: {device.kind} (local_hardware_id {device.local_hardware_id}) {memory}")
+        if platform == "cuda":
+            stream, why_not = client._core.compute_stream(device)
+            print(f"    imports wait for their producer on XLA's compute stream {stream:#x}" if stream else
+                  f"    imports wait through PJRT's external-ready streams (slower): compute stream unknown, {why_not}")
     return True
 
 

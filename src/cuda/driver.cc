@@ -18,6 +18,7 @@ using CUcontext = struct CUctx_st*;
 using CUstream = struct CUstream_st*;
 using CUevent = struct CUevent_st*;
 constexpr unsigned kEventDisableTiming = 0x2;  // CU_EVENT_DISABLE_TIMING
+constexpr CUresult kNotReady = 600;            // CUDA_ERROR_NOT_READY
 
 struct Entries {
   CUresult (*cuInit)(unsigned);
@@ -32,6 +33,7 @@ struct Entries {
   CUresult (*cuEventRecord)(CUevent, CUstream);
   CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned);
   CUresult (*cuStreamQuery)(CUstream);
+  CUresult (*cuEventQuery)(CUevent);
 };
 
 template <class Fn>
@@ -64,6 +66,7 @@ std::string Load(Entries& e) {
   need(e.cuEventRecord, "cuEventRecord");
   need(e.cuStreamWaitEvent, "cuStreamWaitEvent");
   need(e.cuStreamQuery, "cuStreamQuery");
+  need(e.cuEventQuery, "cuEventQuery");
   if (missing != nullptr) return std::string("libcuda.so.1 lacks ") + missing;
   return {};
 }
@@ -101,12 +104,13 @@ const Loaded& Probe() noexcept {
   throw Error(ErrorKind::kRuntime, std::string(call) + " failed with CUresult " + std::to_string(rc));
 }
 
-// Per device: its primary context (retained for the process) and one event,
+// Per device: its primary context (retained for the process), one event
 // reused for every wait, since cuStreamWaitEvent takes the event's state when
-// called.
+// called, and the events of StreamMarkers gone (kept for the next ones).
 struct DeviceSync {
   CUcontext context = nullptr;
   CUevent event = nullptr;
+  std::vector<CUevent> spare_events;
 };
 
 // Runs `work` with device `ordinal`'s primary context current and its
@@ -161,8 +165,43 @@ void StreamWaitStream(int ordinal, intptr_t waiter, intptr_t producer) {
   });
 }
 
+StreamMarker::StreamMarker(int ordinal, intptr_t stream) : ordinal_(ordinal), event_(nullptr) {
+  OnDevice(ordinal, [&](const Entries& cu, DeviceSync& sync, const char*& failed) -> CUresult {
+    CUevent event = nullptr;
+    CUresult rc = 0;
+    if (!sync.spare_events.empty()) {
+      event = sync.spare_events.back();
+      sync.spare_events.pop_back();
+    } else if ((rc = cu.cuEventCreate(&event, kEventDisableTiming)) != 0) {
+      failed = "cuEventCreate";
+      return rc;
+    }
+    if ((rc = cu.cuEventRecord(event, reinterpret_cast<CUstream>(stream))) != 0) {
+      sync.spare_events.push_back(event);
+      failed = "cuEventRecord";
+      return rc;
+    }
+    event_ = event;
+    return rc;
+  });
+}
+
+StreamMarker::~StreamMarker() {
+  try {
+    OnDevice(ordinal_, [&](const Entries&, DeviceSync& sync, const char*&) -> CUresult {
+      sync.spare_events.push_back(static_cast<CUevent>(event_));
+      return 0;
+    });
+  } catch (...) {
+    // Nothing to report to from a destructor; the event is lost, not misused.
+  }
+}
+
+bool StreamMarker::Done() const noexcept {
+  return Probe().entries.cuEventQuery(static_cast<CUevent>(event_)) != kNotReady;
+}
+
 bool StreamIdle(int ordinal, intptr_t stream) {
-  constexpr CUresult kNotReady = 600;  // CUDA_ERROR_NOT_READY
   bool idle = false;
   OnDevice(ordinal, [&](const Entries& cu, DeviceSync&, const char*& failed) -> CUresult {
     const CUresult rc = cu.cuStreamQuery(reinterpret_cast<CUstream>(stream));

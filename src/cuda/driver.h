@@ -30,4 +30,25 @@ void StreamWaitStream(int ordinal, intptr_t waiter, intptr_t producer);
 // finished: a consumer then has nothing to wait for. Never blocks.
 bool StreamIdle(int ordinal, intptr_t stream);
 
+// A point in a CUDA stream's queue: Done() once the work queued on the
+// stream before it has run. Its event comes from, and goes back to, a pool
+// of device `ordinal`'s events.
+class StreamMarker {
+ public:
+  // Records the marker on `stream`; throws a RuntimeError-kind cuxla::Error
+  // naming the failed driver call.
+  StreamMarker(int ordinal, intptr_t stream);
+  ~StreamMarker();
+  StreamMarker(const StreamMarker&) = delete;
+  StreamMarker& operator=(const StreamMarker&) = delete;
+
+  // Never blocks. A failed query counts as done: the work behind a broken
+  // context will never finish.
+  bool Done() const noexcept;
+
+ private:
+  int ordinal_;
+  void* event_;  // a CUevent
+};
+
 }  // namespace cuxla::cuda

@@ -20,9 +20,10 @@ struct ImportOptions {
   std::shared_ptr<const ClientState> target_state;
   const Device* target_device = nullptr;
   CopyPolicy copy = CopyPolicy::kIfNeeded;
-  // CUDA: XLA's external-ready stream (ClientState::ExternalReadyStream),
-  // already ordered after the producer's pending writes; XLA's first use of
-  // the view (or the copy) waits for it on the device. 0: nothing pending.
+  // CUDA: XLA's external-ready stream, already ordered after the producer's
+  // pending writes (ClientState::OrderAfter); XLA's first use of the view (or
+  // the copy) waits for it on the device. 0: nothing pending, or XLA's
+  // compute stream itself already waits.
   intptr_t ready_stream = 0;
   // A row-major view need not wait for `ready_stream` (another view of the
   // same execution does, which orders the whole execution); a copy — made

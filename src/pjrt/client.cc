@@ -219,16 +219,27 @@ const Device& ClientState::DeviceWithHardwareId(int id) const {
                                      std::to_string(id));
 }
 
-intptr_t ClientState::ExternalReadyStream(const Device& device, intptr_t producer) const {
-  if (producer != 0 && cuda::StreamIdle(device.local_hardware_id, producer)) return 0;
+intptr_t ClientState::ExternalReadyStream(const Device& device) const {
   const PJRT_Stream_Extension* streams = plugin->stream_extension();
   if (streams == nullptr)
     throw Error(ErrorKind::kRuntime, "PJRT plugin " + plugin->path() + " has no stream extension");
   auto args = CUXLA_PJRT_ARGS(PJRT_Get_Stream_For_External_Ready_Events_Args);
   args.device = device.handle;
   api().Check(streams->get_stream(&args), "PJRT_Get_Stream_For_External_Ready_Events");
-  if (producer != 0) cuda::StreamWaitStream(device.local_hardware_id, args.stream, producer);
   return args.stream;
+}
+
+intptr_t ClientState::OrderAfter(const Device& device, intptr_t producer) const {
+  if (cuda::StreamIdle(device.local_hardware_id, producer)) return 0;
+  const intptr_t compute = compute_stream(device).stream;
+  const intptr_t waiter = compute != 0 ? compute : ExternalReadyStream(device);
+  cuda::StreamWaitStream(device.local_hardware_id, waiter, producer);
+  return compute != 0 ? 0 : waiter;
+}
+
+ClientState::ProducerStream ClientState::StreamForProducer(const Device& device) const {
+  if (const intptr_t compute = compute_stream(device).stream; compute != 0) return {compute, false};
+  return {ExternalReadyStream(device), true};
 }
 
 std::shared_ptr<const Executable> ClientState::InternalProgram(std::string_view program,

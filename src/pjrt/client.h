@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "pjrt/api.h"
+#include "pjrt/compute_stream.h"
 #include "pjrt/dtype.h"
 #include "pjrt/key_value_store.h"
 #include "pjrt/plugin.h"
@@ -106,13 +107,31 @@ struct ClientState {
   size_t buffer_alignment() const noexcept { return platform == "cpu" ? 64 : 16; }
   // The device whose local_hardware_id is `id`; ValueError-kind Error if none.
   const Device& DeviceWithHardwareId(int id) const;
-  // CUDA: the XLA stream on which externally made buffers of `device` are
+  // CUDA: an XLA stream on which externally made buffers of `device` are
   // marked ready (the PJRT stream extension; throws where the plugin has
-  // none). With `producer` (a CUDA stream, not 0), that stream first waits on
-  // the device for the work queued so far on `producer` — or, when
-  // `producer` has nothing left to run, 0 is returned: nothing to wait for
-  // (and PJRT's costly event bookkeeping for a ready stream is skipped).
-  intptr_t ExternalReadyStream(const Device& device, intptr_t producer = 0) const;
+  // none). A view given it as its ready stream is used only after the work
+  // queued on it so far — at the price of PJRT's own event bookkeeping for a
+  // stream not its own (~8 µs on an H200).
+  intptr_t ExternalReadyStream(const Device& device) const;
+  // CUDA: the stream XLA runs `device`'s programs on, probed on first use
+  // (pjrt/compute_stream.h), or why it is unknown.
+  const ComputeStream& compute_stream(const Device& device) const { return compute_streams_.Get(*this, device); }
+  // CUDA: orders XLA's coming use of `device` memory after the work queued so
+  // far on `producer` (a CUDA stream; 1 the legacy default), on the device.
+  // The compute stream waits for it when known, and 0 is returned;
+  // otherwise an external-ready stream does, and is returned: the views and
+  // copies of that memory must be given it. 0 too when `producer` has
+  // nothing left to run.
+  intptr_t OrderAfter(const Device& device, intptr_t producer) const;
+  // CUDA: the stream a DLPack producer is to order its writes before
+  // (`__dlpack__(stream=)`) for an import to `device`: the compute stream
+  // when known, else an external-ready stream, which the views must then be
+  // given (`views_wait`).
+  struct ProducerStream {
+    intptr_t stream = 0;
+    bool views_wait = false;
+  };
+  ProducerStream StreamForProducer(const Device& device) const;
   // Compiles, once per client and device, a program cuxla runs for itself
   // (such as a strided copy). These executables do not own this state: it
   // owns them, and their outputs belong to the arguments' client.
@@ -124,6 +143,7 @@ struct ClientState {
   // strided tensors makes many: bounded. Declared after `client`, so
   // destroyed before the PJRT client that made them.
   mutable ExecutableCache internal_programs_{256};
+  ComputeStreamCache compute_streams_;
 };
 
 // Host data to copy to a device: a pointer valid for the duration of the copy.

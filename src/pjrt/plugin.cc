@@ -116,7 +116,11 @@ const PJRT_Extension_Base* FindExtension(const PJRT_Api* api, PJRT_Extension_Typ
 Plugin::Plugin(Api api)
     : api_(std::move(api)),
       stream_extension_(reinterpret_cast<const PJRT_Stream_Extension*>(FindExtension(
-          api_.raw(), PJRT_Extension_Type_Stream, PJRT_Stream_Extension_STRUCT_SIZE))) {}
+          api_.raw(), PJRT_Extension_Type_Stream, PJRT_Stream_Extension_STRUCT_SIZE))),
+      ffi_extension_(api_.minor() < PJRT_API_MINOR
+                         ? nullptr
+                         : reinterpret_cast<const PJRT_FFI_Extension*>(FindExtension(
+                               api_.raw(), PJRT_Extension_Type_FFI, PJRT_FFI_Extension_STRUCT_SIZE))) {}
 
 std::shared_ptr<const Plugin> Plugin::Load(const std::string& path) {
   std::error_code ec;

@@ -11,6 +11,7 @@
 
 #include "cuda/driver.h"
 #include "pjrt/api.h"
+#include "xla/pjrt/c/pjrt_c_api_ffi_extension.h"
 #include "xla/pjrt/c/pjrt_c_api_stream_extension.h"
 
 namespace cuxla::pjrt {
@@ -28,12 +29,17 @@ class Plugin {
   std::vector<std::pair<std::string, std::string>> Attributes() const;
   // The stream extension (CUDA plugins), or null when the plugin has none.
   const PJRT_Stream_Extension* stream_extension() const noexcept { return stream_extension_; }
+  // The FFI extension with handler registration, or null when the plugin has
+  // none or is older than the header cuxla is built against (whose
+  // registration arguments are laid out differently).
+  const PJRT_FFI_Extension* ffi_extension() const noexcept { return ffi_extension_; }
 
   explicit Plugin(Api api);
 
  private:
   Api api_;
   const PJRT_Stream_Extension* stream_extension_;  // owned by the plugin
+  const PJRT_FFI_Extension* ffi_extension_;        // owned by the plugin
 };
 
 // One place looked at while searching for a platform's plugin.

@@ -99,10 +99,14 @@ Array RowMajor(const Array& array) {
   StridedTensor tensor{reference->data(), array.dtype(), array.dims(), strides};
   if (array.device().platform == "cuda") {
     // The second view is read only once the array is ready (a view may still
-    // wait for its producer's writes): an external-ready stream waits for it.
+    // wait for its producer's writes): the stream the copy runs on waits for
+    // it — the compute stream itself when known, else an external-ready
+    // stream that the second view is given.
     try {
-      tensor.ready_stream = array.state()->ExternalReadyStream(array.device());
-      array.WaitUntilReadyOnStream(tensor.ready_stream);
+      const ClientState& state = *array.state();
+      const intptr_t compute = state.compute_stream(array.device()).stream;
+      tensor.ready_stream = compute != 0 ? 0 : state.ExternalReadyStream(array.device());
+      array.WaitUntilReadyOnStream(compute != 0 ? compute : tensor.ready_stream);
     } catch (...) {
       delete reference;
       throw;

@@ -78,6 +78,28 @@ def cuda_client(client):
     return client
 
 
+_READY_STREAM_CLIENT = []  # made once: a CUDA client owns streams and memory
+
+
+@pytest.fixture(params=["compute-stream", "ready-stream"])
+def ordering_client(request, cuda_client, monkeypatch):
+    """The process's CUDA client, whose imports make XLA's compute stream wait
+    for the producer, and one whose compute stream is left unknown
+    (CUXLA_COMPUTE_STREAM=0), so that views wait through PJRT's
+    external-ready streams instead: the route of plugins without FFI."""
+    if request.param == "compute-stream":
+        stream, why_not = cuda_client._core.compute_stream(cuda_client.devices()[0])
+        assert stream != 0, why_not
+        return cuda_client
+    if not _READY_STREAM_CLIENT:
+        monkeypatch.setenv("CUXLA_COMPUTE_STREAM", "0")
+        fallback = cuxla.Client("cuda")
+        stream, why_not = fallback._core.compute_stream(fallback.devices()[0])  # probed now, with the variable set
+        assert stream == 0 and "CUXLA_COMPUTE_STREAM=0" in why_not
+        _READY_STREAM_CLIENT.append(fallback)
+    return _READY_STREAM_CLIENT[0]
+
+
 class ProtocolOnly:
     """A producer with `__dlpack__` but no DLPack C exchange API."""
 
@@ -93,18 +115,38 @@ class ProtocolOnly:
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("path", ["exchange-api", "dlpack-protocol"])
-def test_import_waits_for_torch_work_on_its_current_stream(cuda_client, path, layout):
-    copy = cuxla.compile(COPY, client=cuda_client)
+def test_import_waits_for_torch_work_on_its_current_stream(ordering_client, path, layout):
+    copy = cuxla.compile(COPY, client=ordering_client)
 
     def right(trial):
         t = _written_late(layout, float(trial))
-        imported = cuxla.from_dlpack(t if path == "exchange-api" else ProtocolOnly(t))
+        imported = cuxla.from_dlpack(t if path == "exchange-api" else ProtocolOnly(t), client=ordering_client)
         assert imported.is_view == (layout != "steps")
         (out,) = copy(imported)
         return bool(np.all(out.numpy() == trial))
 
     wrong = _wrong_in(_trials(layout), right)
     assert wrong == 0, f"{wrong} of {_trials(layout)} imports read before PyTorch's write"
+
+
+@pytest.mark.parametrize("reader", ["numpy", "torch on another stream", "jax"])
+def test_a_fresh_import_is_read_after_torch_by_more_than_programs(ordering_client, reader):
+    # The view's definition event is what PJRT orders host copies and other
+    # streams by: it must come after the producer's write too.
+    other = torch.cuda.Stream()
+    jax = pytest.importorskip("jax") if reader == "jax" else None
+
+    def right(trial):
+        imported = cuxla.from_dlpack(_written_late("contiguous", float(trial)), client=ordering_client)
+        if reader == "numpy":
+            return bool(np.all(imported.numpy() == trial))
+        if reader == "jax":
+            return bool(np.all(np.asarray(jax.dlpack.from_dlpack(imported)) == trial))
+        with torch.cuda.stream(other):
+            return bool((ct.to_torch(imported).clone() == trial).all().item())
+
+    wrong = _wrong_in(TRIALS // 4, right)
+    assert wrong == 0, f"{wrong} of {TRIALS // 4} reads ({reader}) came before PyTorch's write"
 
 
 def test_export_makes_torch_wait_for_xla_writes(cuda_client):
@@ -129,6 +171,26 @@ def test_call_round_trip_on_the_current_stream(cuda_client):
             v = torch.full((N,), float(trial), device="cuda")
             (out,) = ct.call(slow, x, v)
             assert bool((out == trial).all().item())
+
+
+def test_a_calls_tensors_are_let_go_once_it_has_run_and_another_call_comes(cuda_client):
+    # cuxla.torch.call keeps its arguments' views until the execution is over
+    # (released in flight, each costs a deferred release): the next call lets
+    # go of them.
+    copy = cuxla.compile(COPY, client=cuda_client)
+    kept = torch.ones(ROWS, COLS, device="cuda")
+    for _ in range(2):  # the second lets go of the first
+        ct.call(copy, kept)
+        torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    x = torch.ones(ROWS, COLS, device="cuda")
+    (out,) = ct.call(copy, x)
+    assert bool((out == 1).all().item())
+    del x, out
+    torch.cuda.synchronize()
+    assert torch.cuda.memory_allocated() - before == ROWS * COLS * 4  # still the call's
+    ct.call(copy, kept)
+    assert torch.cuda.memory_allocated() == before
 
 
 def test_cuda_tensor_lands_on_its_local_hardware_id(cuda_client):
@@ -164,11 +226,11 @@ def test_cupy_and_jax_arrays_import_zero_copy(cuda_client):
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_every_argument_of_a_call_is_ordered_after_torch(cuda_client, layout):
+def test_every_argument_of_a_call_is_ordered_after_torch(ordering_client, layout):
     # Only the first argument's import carries the stream ordering: the
     # second, written after it, must still be read after its write — also
     # when it is copied first.
-    add = cuxla.compile(ADD, client=cuda_client)
+    add = cuxla.compile(ADD, client=ordering_client)
 
     def right(trial):
         x = torch.full((ROWS, COLS), float(trial), device="cuda")
