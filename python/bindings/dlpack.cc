@@ -164,7 +164,9 @@ Array ImportExchange(const DLPackExchangeAPI* api, nb::handle object, const Impo
       // The default stream is reported as null; name it so that it is waited on.
       const intptr_t producer = current != nullptr ? reinterpret_cast<intptr_t>(current) : kLegacyDefaultStream;
       const ClientState& state = *resolved.first;
-      resolved.second.ready_stream = state.OrderAfter(state.DeviceWithHardwareId(device.device_id), producer);
+      ClientState::ProducerOrder order = state.OrderAfter(state.DeviceWithHardwareId(device.device_id), producer);
+      resolved.second.ready_stream = order.ready_stream;
+      resolved.second.pending_writes = std::move(order.pending_writes);
       if (batch != nullptr) *batch = ImportBatch{device.device_id, resolved.second.ready_stream};
     }
   } catch (...) {
@@ -175,17 +177,17 @@ Array ImportExchange(const DLPackExchangeAPI* api, nb::handle object, const Impo
 }
 
 // The `__dlpack__` protocol: the producer orders its work before XLA's
-// compute stream, or else before an external-ready stream, which XLA's first
-// use of the view then waits on.
+// external-ready stream, which XLA's first use of the view waits on. (Before
+// the compute stream instead, it would leave no marker of its writes for
+// the view's other readers.)
 Array ImportProtocol(nb::handle object, const ImportTarget& target, std::optional<bool> copy) {
   auto device = nb::cast<std::pair<int, int>>(object.attr("__dlpack_device__")());
   nb::object stream = nb::none();
   intptr_t ready_stream = 0;
   if (device.first == kDLCUDA) {
     auto [state, options] = Resolve(target, device.first, copy);
-    const ClientState::ProducerStream producer = state->StreamForProducer(state->DeviceWithHardwareId(device.second));
-    stream = nb::int_(producer.stream);
-    if (producer.views_wait) ready_stream = producer.stream;
+    ready_stream = state->ExternalReadyStream(state->DeviceWithHardwareId(device.second));
+    stream = nb::int_(ready_stream);
   }
   nb::object dlpack = object.attr("__dlpack__");
   nb::object capsule;

@@ -34,6 +34,7 @@ struct Entries {
   CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned);
   CUresult (*cuStreamQuery)(CUstream);
   CUresult (*cuEventQuery)(CUevent);
+  CUresult (*cuEventSynchronize)(CUevent);
 };
 
 template <class Fn>
@@ -67,6 +68,7 @@ std::string Load(Entries& e) {
   need(e.cuStreamWaitEvent, "cuStreamWaitEvent");
   need(e.cuStreamQuery, "cuStreamQuery");
   need(e.cuEventQuery, "cuEventQuery");
+  need(e.cuEventSynchronize, "cuEventSynchronize");
   if (missing != nullptr) return std::string("libcuda.so.1 lacks ") + missing;
   return {};
 }
@@ -199,6 +201,20 @@ StreamMarker::~StreamMarker() {
 
 bool StreamMarker::Done() const noexcept {
   return Probe().entries.cuEventQuery(static_cast<CUevent>(event_)) != kNotReady;
+}
+
+void StreamMarker::MakeWait(intptr_t stream) const {
+  OnDevice(ordinal_, [&](const Entries& cu, DeviceSync&, const char*& failed) -> CUresult {
+    const CUresult rc = cu.cuStreamWaitEvent(reinterpret_cast<CUstream>(stream), static_cast<CUevent>(event_), 0);
+    if (rc != 0) failed = "cuStreamWaitEvent";
+    return rc;
+  });
+}
+
+void StreamMarker::Wait() const {
+  // Not under OnDevice's lock: other threads' stream work must go on meanwhile.
+  if (CUresult rc = Probe().entries.cuEventSynchronize(static_cast<CUevent>(event_)); rc != 0)
+    Fail("cuEventSynchronize", rc);
 }
 
 bool StreamIdle(int ordinal, intptr_t stream) {

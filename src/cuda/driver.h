@@ -45,6 +45,10 @@ class StreamMarker {
   // Never blocks. A failed query counts as done: the work behind a broken
   // context will never finish.
   bool Done() const noexcept;
+  // Makes `stream` (of the same device) wait for the marker, on the device.
+  void MakeWait(intptr_t stream) const;
+  // Blocks the calling thread until the marker is done.
+  void Wait() const;
 
  private:
   int ordinal_;

@@ -149,6 +149,7 @@ Array ImportDLPack(const std::shared_ptr<const ClientState>& state,
     // A view in another layout is copied row-major before a program reads
     // it (pjrt::RowMajor), on its own: that copy waits through the view.
     view.ready_stream = options.only_copies_wait && row_major ? 0 : options.ready_stream;
+    view.pending_writes = options.pending_writes;
     array.emplace(Array::CreateView(state, view, source));
     owner.release();  // the view owns the tensor now
   } else {

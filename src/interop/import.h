@@ -20,11 +20,13 @@ struct ImportOptions {
   std::shared_ptr<const ClientState> target_state;
   const Device* target_device = nullptr;
   CopyPolicy copy = CopyPolicy::kIfNeeded;
-  // CUDA: XLA's external-ready stream, already ordered after the producer's
-  // pending writes (ClientState::OrderAfter); XLA's first use of the view (or
-  // the copy) waits for it on the device. 0: nothing pending, or XLA's
-  // compute stream itself already waits.
+  // CUDA: how XLA is ordered after the producer's pending writes
+  // (ClientState::OrderAfter): an external-ready stream that XLA's first use
+  // of the view (or the copy) waits for, or a marker of the writes that the
+  // compute stream already waits for and other readers of a view will.
+  // Both empty: nothing pending.
   intptr_t ready_stream = 0;
+  std::shared_ptr<const cuda::StreamMarker> pending_writes;
   // A row-major view need not wait for `ready_stream` (another view of the
   // same execution does, which orders the whole execution); a copy — made
   // now, or later from a view in another layout — still does.

@@ -135,8 +135,10 @@ Array Array::CreateView(std::shared_ptr<const ClientState> state, const DeviceVi
   args.on_delete_callback_arg = view.on_delete_arg;
   args.stream = view.ready_stream;
   CUXLA_PJRT_CALL(api, PJRT_Client_CreateViewOfDeviceBuffer, &args);
-  return Array(std::move(state), pjrt::BufferPtr(args.buffer, pjrt::BufferDestroy{&api}),
-               ArrayShape{view.dtype, view.dims, view.minor_to_major}, device, /*is_view=*/true);
+  Array array(std::move(state), pjrt::BufferPtr(args.buffer, pjrt::BufferDestroy{&api}),
+              ArrayShape{view.dtype, view.dims, view.minor_to_major}, device, /*is_view=*/true);
+  array.pending_writes_ = view.pending_writes;
+  return array;
 }
 
 bool Array::is_row_major() const noexcept { return IsRowMajor(layout_); }
@@ -149,6 +151,7 @@ Array Array::CopyToDevice(const ClientState& target_state, std::shared_ptr<const
     CopyToHost(host.data(), host.size());
     return FromHost(std::move(owner), HostBuffer{host.data(), dtype_, dims_, {}}, device);
   }
+  if (pending_writes_ != nullptr) pending_writes_->Wait();  // PJRT's copy does not wait for them
   const pjrt::Api& api = state_->api();
   auto args = CUXLA_PJRT_ARGS(PJRT_Buffer_CopyToDevice_Args);
   args.buffer = buffer();
@@ -163,6 +166,7 @@ void Array::WaitUntilReadyOnStream(intptr_t stream) const {
     throw Error(ErrorKind::kRuntime, "PJRT plugin " + state_->plugin->path() +
                                          " has no stream extension to order work on stream " +
                                          std::to_string(stream));
+  if (pending_writes_ != nullptr) pending_writes_->MakeWait(stream);
   auto args = CUXLA_PJRT_ARGS(PJRT_Wait_Until_Buffer_Ready_On_Stream_Args);
   args.stream = stream;
   args.buffer = buffer();
@@ -230,6 +234,7 @@ void Array::CopyToHost(void* dst, size_t dst_size) const {
   // Plugins read views back in their raw order whatever their layout: make
   // a row-major copy on the device first.
   if (!is_row_major()) return cuxla::RowMajor(*this).CopyToHost(dst, dst_size);
+  if (pending_writes_ != nullptr) pending_writes_->Wait();  // PJRT's copy does not wait for them
   const pjrt::Api& api = state_->api();
   auto args = CUXLA_PJRT_ARGS(PJRT_Buffer_ToHostBuffer_Args);
   args.src = buffer();
@@ -240,6 +245,7 @@ void Array::CopyToHost(void* dst, size_t dst_size) const {
 }
 
 void Array::BlockUntilReady() const {
+  if (pending_writes_ != nullptr) pending_writes_->Wait();
   const pjrt::Api& api = state_->api();
   auto args = CUXLA_PJRT_ARGS(PJRT_Buffer_ReadyEvent_Args);
   args.buffer = buffer();

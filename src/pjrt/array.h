@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/driver.h"
 #include "pjrt/api.h"
 #include "pjrt/client.h"
 #include "pjrt/dtype.h"
@@ -36,6 +37,11 @@ struct DeviceView {
   void* on_delete_arg = nullptr;
   // CUDA: the stream holding the work that makes `data` ready (0: none).
   intptr_t ready_stream = 0;
+  // CUDA: the producer's writes still pending when XLA's compute stream,
+  // rather than `ready_stream`, was made to wait for them (null: none).
+  // Programs run on that stream; PJRT's own readiness of the view does not
+  // cover them, so every other reader waits for this marker too.
+  std::shared_ptr<const cuda::StreamMarker> pending_writes;
 };
 
 // What an Array is, when its maker knows it (no PJRT queries needed).
@@ -116,6 +122,7 @@ class Array {
   std::vector<int64_t> layout_;
   const Device* device_;  // points into state_->devices
   bool is_view_ = false;
+  std::shared_ptr<const cuda::StreamMarker> pending_writes_;  // DeviceView::pending_writes
 };
 
 }  // namespace cuxla

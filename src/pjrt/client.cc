@@ -229,17 +229,17 @@ intptr_t ClientState::ExternalReadyStream(const Device& device) const {
   return args.stream;
 }
 
-intptr_t ClientState::OrderAfter(const Device& device, intptr_t producer) const {
-  if (cuda::StreamIdle(device.local_hardware_id, producer)) return 0;
-  const intptr_t compute = compute_stream(device).stream;
-  const intptr_t waiter = compute != 0 ? compute : ExternalReadyStream(device);
-  cuda::StreamWaitStream(device.local_hardware_id, waiter, producer);
-  return compute != 0 ? 0 : waiter;
-}
-
-ClientState::ProducerStream ClientState::StreamForProducer(const Device& device) const {
-  if (const intptr_t compute = compute_stream(device).stream; compute != 0) return {compute, false};
-  return {ExternalReadyStream(device), true};
+ClientState::ProducerOrder ClientState::OrderAfter(const Device& device, intptr_t producer) const {
+  const int ordinal = device.local_hardware_id;
+  if (cuda::StreamIdle(ordinal, producer)) return {};
+  if (const intptr_t compute = compute_stream(device).stream; compute != 0) {
+    auto writes = std::make_shared<const cuda::StreamMarker>(ordinal, producer);
+    writes->MakeWait(compute);
+    return {0, std::move(writes)};
+  }
+  const intptr_t ready = ExternalReadyStream(device);
+  cuda::StreamWaitStream(ordinal, ready, producer);
+  return {ready, nullptr};
 }
 
 std::shared_ptr<const Executable> ClientState::InternalProgram(std::string_view program,

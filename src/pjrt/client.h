@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cuda/driver.h"
 #include "pjrt/api.h"
 #include "pjrt/compute_stream.h"
 #include "pjrt/dtype.h"
@@ -118,20 +119,16 @@ struct ClientState {
   const ComputeStream& compute_stream(const Device& device) const { return compute_streams_.Get(*this, device); }
   // CUDA: orders XLA's coming use of `device` memory after the work queued so
   // far on `producer` (a CUDA stream; 1 the legacy default), on the device.
-  // The compute stream waits for it when known, and 0 is returned;
-  // otherwise an external-ready stream does, and is returned: the views and
-  // copies of that memory must be given it. 0 too when `producer` has
+  // When the device's compute stream is known, it waits for a marker of
+  // that work, returned as `pending_writes`; otherwise an external-ready
+  // stream waits, returned as `ready_stream`. Views and copies of the memory
+  // are to be given both (DeviceView). Both empty when `producer` has
   // nothing left to run.
-  intptr_t OrderAfter(const Device& device, intptr_t producer) const;
-  // CUDA: the stream a DLPack producer is to order its writes before
-  // (`__dlpack__(stream=)`) for an import to `device`: the compute stream
-  // when known, else an external-ready stream, which the views must then be
-  // given (`views_wait`).
-  struct ProducerStream {
-    intptr_t stream = 0;
-    bool views_wait = false;
+  struct ProducerOrder {
+    intptr_t ready_stream = 0;
+    std::shared_ptr<const cuda::StreamMarker> pending_writes;
   };
-  ProducerStream StreamForProducer(const Device& device) const;
+  ProducerOrder OrderAfter(const Device& device, intptr_t producer) const;
   // Compiles, once per client and device, a program cuxla runs for itself
   // (such as a strided copy). These executables do not own this state: it
   // owns them, and their outputs belong to the arguments' client.

@@ -129,10 +129,10 @@ def test_import_waits_for_torch_work_on_its_current_stream(ordering_client, path
     assert wrong == 0, f"{wrong} of {_trials(layout)} imports read before PyTorch's write"
 
 
-@pytest.mark.parametrize("reader", ["numpy", "torch on another stream", "jax"])
+@pytest.mark.parametrize("reader", ["numpy", "torch on another stream", "jax", "block_until_ready"])
 def test_a_fresh_import_is_read_after_torch_by_more_than_programs(ordering_client, reader):
-    # The view's definition event is what PJRT orders host copies and other
-    # streams by: it must come after the producer's write too.
+    # Programs run on the stream the import made wait; host copies and other
+    # streams go by the view's readiness, which must cover the write too.
     other = torch.cuda.Stream()
     jax = pytest.importorskip("jax") if reader == "jax" else None
 
@@ -143,6 +143,9 @@ def test_a_fresh_import_is_read_after_torch_by_more_than_programs(ordering_clien
         if reader == "jax":
             return bool(np.all(np.asarray(jax.dlpack.from_dlpack(imported)) == trial))
         with torch.cuda.stream(other):
+            if reader == "block_until_ready":  # then read with no stream ordering at all
+                unordered = torch.from_dlpack(imported.block_until_ready().__dlpack__(stream=-1))
+                return bool((unordered.clone() == trial).all().item())
             return bool((ct.to_torch(imported).clone() == trial).all().item())
 
     wrong = _wrong_in(TRIALS // 4, right)
