@@ -164,7 +164,9 @@ Array ImportExchange(const DLPackExchangeAPI* api, nb::handle object, const Impo
       // The default stream is reported as null; name it so that it is waited on.
       const intptr_t producer = current != nullptr ? reinterpret_cast<intptr_t>(current) : kLegacyDefaultStream;
       const ClientState& state = *resolved.first;
-      ClientState::ProducerOrder order = state.OrderAfter(state.DeviceWithHardwareId(device.device_id), producer);
+      // The views of a call's arguments are read by its program alone.
+      ClientState::ProducerOrder order =
+          state.OrderAfter(state.DeviceWithHardwareId(device.device_id), producer, batch != nullptr);
       resolved.second.ready_stream = order.ready_stream;
       resolved.second.pending_writes = std::move(order.pending_writes);
       if (batch != nullptr) *batch = ImportBatch{device.device_id, resolved.second.ready_stream};

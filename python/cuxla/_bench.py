@@ -189,6 +189,9 @@ func.func public @main(%x: tensor<{n}xf32>) -> tensor<{n}xf32> {{
 """
 
 
+_ROUNDS = 5
+
+
 def _program_overhead(client, ct, torch, device, sync, jax, budget_s) -> list[dict]:
     """torch -> XLA program -> torch: cuxla.torch.call against the bare execute
     on imported Arrays, and the same through JAX."""
@@ -208,12 +211,18 @@ def _program_overhead(client, ct, torch, device, sync, jax, budget_s) -> list[di
         cases["JAX: from_dlpack -> jit -> torch.from_dlpack"] = (
             lambda: torch.from_dlpack(jitted(jax.dlpack.from_dlpack(t))))
     print("\ntorch -> XLA program (x + 1, 1 MiB) -> torch; host µs per call: back to back (the GPU "
-          "still busy with the calls before), from an idle GPU, and to completion")
+          f"still busy with the calls before), from an idle GPU, and to completion; the cases take "
+          f"turns in {_ROUNDS} rounds, so that a drift of the machine's speed weighs on all alike")
+    modes = {"dispatch": {}, "idle": {"prepare": sync}, "complete": {"sync": sync}}
+    samples = {(name, mode): [] for name in cases for mode in modes}
+    for _ in range(_ROUNDS):
+        for mode, how in modes.items():
+            for name, call in cases.items():
+                samples[name, mode] += _time(call, how.get("sync", lambda: None), budget_s / _ROUNDS,
+                                             3000 // _ROUNDS, prepare=how.get("prepare"))
     rows = []
-    for name, call in cases.items():
-        dispatch = _percentiles(_time(call, lambda: None, budget_s, 3000))
-        idle = _percentiles(_time(call, lambda: None, budget_s, 3000, prepare=sync))
-        complete = _percentiles(_time(call, sync, budget_s, 3000))
+    for name in cases:
+        dispatch, idle, complete = (_percentiles(samples[name, mode]) for mode in modes)
         rows.append({"method": name, "bytes": n * 4, "p50_us": dispatch[0] * 1e6, "p90_us": dispatch[1] * 1e6,
                      "idle_p50_us": idle[0] * 1e6, "complete_p50_us": complete[0] * 1e6, "program": True})
         print(f"  {name:46s} back to back p50 {_fmt_us(dispatch[0])}  p90 {_fmt_us(dispatch[1])}   "

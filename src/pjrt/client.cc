@@ -229,10 +229,15 @@ intptr_t ClientState::ExternalReadyStream(const Device& device) const {
   return args.stream;
 }
 
-ClientState::ProducerOrder ClientState::OrderAfter(const Device& device, intptr_t producer) const {
+ClientState::ProducerOrder ClientState::OrderAfter(const Device& device, intptr_t producer,
+                                                  bool only_programs_read) const {
   const int ordinal = device.local_hardware_id;
   if (cuda::StreamIdle(ordinal, producer)) return {};
   if (const intptr_t compute = compute_stream(device).stream; compute != 0) {
+    if (only_programs_read) {
+      cuda::StreamWaitStream(ordinal, compute, producer);
+      return {};
+    }
     auto writes = std::make_shared<const cuda::StreamMarker>(ordinal, producer);
     writes->MakeWait(compute);
     return {0, std::move(writes)};

@@ -119,16 +119,17 @@ struct ClientState {
   const ComputeStream& compute_stream(const Device& device) const { return compute_streams_.Get(*this, device); }
   // CUDA: orders XLA's coming use of `device` memory after the work queued so
   // far on `producer` (a CUDA stream; 1 the legacy default), on the device.
-  // When the device's compute stream is known, it waits for a marker of
-  // that work, returned as `pending_writes`; otherwise an external-ready
-  // stream waits, returned as `ready_stream`. Views and copies of the memory
-  // are to be given both (DeviceView). Both empty when `producer` has
-  // nothing left to run.
+  // When the device's compute stream is known, it waits for that work, and a
+  // marker of it is returned as `pending_writes` unless `only_programs_read`
+  // (no other reader will need it); otherwise an external-ready stream
+  // waits, returned as `ready_stream`. Views and copies of the memory are to
+  // be given both (DeviceView). Both empty when `producer` has nothing left
+  // to run.
   struct ProducerOrder {
     intptr_t ready_stream = 0;
     std::shared_ptr<const cuda::StreamMarker> pending_writes;
   };
-  ProducerOrder OrderAfter(const Device& device, intptr_t producer) const;
+  ProducerOrder OrderAfter(const Device& device, intptr_t producer, bool only_programs_read) const;
   // Compiles, once per client and device, a program cuxla runs for itself
   // (such as a strided copy). These executables do not own this state: it
   // owns them, and their outputs belong to the arguments' client.
