@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "bindings.h"
-#include "calls_in_flight.h"
 #include "interop/export.h"
 #include "interop/import.h"
 #include "producer_deleters.h"
@@ -188,7 +187,8 @@ Array ImportProtocol(nb::handle object, const ImportTarget& target, std::optiona
   intptr_t ready_stream = 0;
   if (device.first == kDLCUDA) {
     auto [state, options] = Resolve(target, device.first, copy);
-    ready_stream = state->ExternalReadyStream(state->DeviceWithHardwareId(device.second));
+    const Device& source = state->DeviceWithHardwareId(device.second);
+    ready_stream = state->ExternalReadyStream(source);
     stream = nb::int_(ready_stream);
   }
   nb::object dlpack = object.attr("__dlpack__");
@@ -280,7 +280,6 @@ const DLPackExchangeAPI* ExchangeApiOfType(nb::handle type) {
 // A `type` tensor of `array` (to_torch's fast path): the consumer's current
 // stream waits for XLA's writes on the device.
 nb::object ExportTo(const Array& array, nb::handle type) {
-  ReleaseDoneCalls();
   const DLPackExchangeAPI* api = ExchangeApiOfType(type);
   const std::optional<intptr_t> stream = ConsumerStream(api, interop::DLDeviceOf(array));
   {
@@ -345,7 +344,6 @@ Executable::Call PrepareCall(const Executable& executable, const nb::args& args)
 
 void RegisterDLPack(nb::module_& m, nb::class_<Array>& array) {
   m.def("from_dlpack", [](nb::handle x, nb::handle device, std::optional<bool> copy, nb::handle client) {
-    ReleaseDoneCalls();
     return ImportObject(x, TargetOf(device, client), copy);
   }, "x"_a, nb::kw_only(), "device"_a = nb::none(), "copy"_a = nb::none(), "client"_a = nb::none(),
      "Imports any DLPack producer or capsule as an Array: a view of its memory when XLA can "
@@ -357,17 +355,13 @@ void RegisterDLPack(nb::module_& m, nb::class_<Array>& array) {
   m.def("call_with", [](const Executable& executable, nb::handle type, nb::args tensors) {
     const DLPackExchangeAPI* api = ExchangeApiOfType(type);
     const std::optional<intptr_t> stream = ConsumerStream(api, interop::DLDeviceOf(executable.device()));
-    ReleaseDoneCalls();
-    Executable::Call call = PrepareCall(executable, tensors);
+    const Executable::Call call = PrepareCall(executable, tensors);
     std::vector<Array> outputs;
     {
       nb::gil_scoped_release release;
       outputs = executable.Run(call);
       for (const Array& out : outputs) interop::OrderConsumer(out, stream);  // the outputs are this call's alone
     }
-    // `stream` now waits for the outputs, so for the whole execution.
-    if (stream && !outputs.empty())
-      KeepUntilDone(std::move(call), executable.device().local_hardware_id, *stream);
     nb::list result;
     for (const Array& out : outputs) result.append(ExportOrdered(api, out));
     return nb::tuple(result);

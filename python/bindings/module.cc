@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "bindings.h"
-#include "calls_in_flight.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -303,7 +302,6 @@ NB_MODULE(_cuxla, m) {
       .def_prop_ro("num_outputs", &Executable::num_outputs)
       .def_prop_ro("device", [](const Executable& e) { return Wrap(e.state(), e.device()); })
       .def("__call__", [](const Executable& e, nb::args args) {
-        ReleaseDoneCalls();
         const Executable::Call call = PrepareCall(e, args);
         std::vector<Array> outputs;
         {

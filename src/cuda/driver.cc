@@ -33,7 +33,6 @@ struct Entries {
   CUresult (*cuEventRecord)(CUevent, CUstream);
   CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned);
   CUresult (*cuStreamQuery)(CUstream);
-  CUresult (*cuEventQuery)(CUevent);
   CUresult (*cuEventSynchronize)(CUevent);
 };
 
@@ -67,7 +66,6 @@ std::string Load(Entries& e) {
   need(e.cuEventRecord, "cuEventRecord");
   need(e.cuStreamWaitEvent, "cuStreamWaitEvent");
   need(e.cuStreamQuery, "cuStreamQuery");
-  need(e.cuEventQuery, "cuEventQuery");
   need(e.cuEventSynchronize, "cuEventSynchronize");
   if (missing != nullptr) return std::string("libcuda.so.1 lacks ") + missing;
   return {};
@@ -197,10 +195,6 @@ StreamMarker::~StreamMarker() {
   } catch (...) {
     // Nothing to report to from a destructor; the event is lost, not misused.
   }
-}
-
-bool StreamMarker::Done() const noexcept {
-  return Probe().entries.cuEventQuery(static_cast<CUevent>(event_)) != kNotReady;
 }
 
 void StreamMarker::MakeWait(intptr_t stream) const {

@@ -30,9 +30,9 @@ void StreamWaitStream(int ordinal, intptr_t waiter, intptr_t producer);
 // finished: a consumer then has nothing to wait for. Never blocks.
 bool StreamIdle(int ordinal, intptr_t stream);
 
-// A point in a CUDA stream's queue: Done() once the work queued on the
-// stream before it has run. Its event comes from, and goes back to, a pool
-// of device `ordinal`'s events.
+// A point in a CUDA stream's queue, for others to wait for the work queued
+// on the stream before it. Its event comes from, and goes back to, a pool of
+// device `ordinal`'s events.
 class StreamMarker {
  public:
   // Records the marker on `stream`; throws a RuntimeError-kind cuxla::Error
@@ -42,9 +42,6 @@ class StreamMarker {
   StreamMarker(const StreamMarker&) = delete;
   StreamMarker& operator=(const StreamMarker&) = delete;
 
-  // Never blocks. A failed query counts as done: the work behind a broken
-  // context will never finish.
-  bool Done() const noexcept;
   // Makes `stream` (of the same device) wait for the marker, on the device.
   void MakeWait(intptr_t stream) const;
   // Blocks the calling thread until the marker is done.

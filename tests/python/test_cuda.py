@@ -176,26 +176,6 @@ def test_call_round_trip_on_the_current_stream(cuda_client):
             assert bool((out == trial).all().item())
 
 
-def test_a_calls_tensors_are_let_go_once_it_has_run_and_another_call_comes(cuda_client):
-    # cuxla.torch.call keeps its arguments' views until the execution is over
-    # (released in flight, each costs a deferred release): the next call lets
-    # go of them.
-    copy = cuxla.compile(COPY, client=cuda_client)
-    kept = torch.ones(ROWS, COLS, device="cuda")
-    for _ in range(2):  # the second lets go of the first
-        ct.call(copy, kept)
-        torch.cuda.synchronize()
-    before = torch.cuda.memory_allocated()
-    x = torch.ones(ROWS, COLS, device="cuda")
-    (out,) = ct.call(copy, x)
-    assert bool((out == 1).all().item())
-    del x, out
-    torch.cuda.synchronize()
-    assert torch.cuda.memory_allocated() - before == ROWS * COLS * 4  # still the call's
-    ct.call(copy, kept)
-    assert torch.cuda.memory_allocated() == before
-
-
 def test_cuda_tensor_lands_on_its_local_hardware_id(cuda_client):
     for index in range(torch.cuda.device_count()):
         t = torch.ones(4, device=f"cuda:{index}")
