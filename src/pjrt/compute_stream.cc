@@ -76,6 +76,10 @@ ComputeStream ProbeComputeStream(const ClientState& state, const Device& device)
   std::lock_guard<std::mutex> lock(probe_mutex);
   try {
     RegisterHandler(*state.plugin);
+  } catch (const Error& error) {
+    return {0, error.what()};
+  }
+  try {
     recorded_stream.store(0);
     std::vector<Array> done = state.InternalProgram(kProbe, device)->Execute({});
     done.front().BlockUntilReady();
