@@ -114,7 +114,7 @@ template <class Managed>
 Array ConsumeCapsule(PyObject* capsule, Managed* tensor, const ImportTarget& target,
                      std::optional<bool> copy, intptr_t ready_stream) {
   auto [state, options] = Resolve(target, tensor->dl_tensor.device.device_type, copy);
-  options.ready_stream = ready_stream;
+  options.producer.ready_stream = ready_stream;
   const bool versioned = std::is_same_v<Managed, DLManagedTensorVersioned>;
   if (PyCapsule_SetName(capsule, versioned ? "used_dltensor_versioned" : "used_dltensor") != 0)
     RaisePythonError();
@@ -155,7 +155,7 @@ Array ImportExchange(const DLPackExchangeAPI* api, nb::handle object, const Impo
     if (device.device_type == kDLCUDA && batch != nullptr && batch->device_id == device.device_id) {
       // Another view of this execution waits for the producer; a copy made
       // now runs on its own, and waits too.
-      resolved.second.ready_stream = batch->ready_stream;
+      resolved.second.producer.ready_stream = batch->ready_stream;
       resolved.second.only_copies_wait = true;
     } else if (device.device_type == kDLCUDA) {
       void* current = nullptr;
@@ -164,11 +164,9 @@ Array ImportExchange(const DLPackExchangeAPI* api, nb::handle object, const Impo
       const intptr_t producer = current != nullptr ? reinterpret_cast<intptr_t>(current) : kLegacyDefaultStream;
       const ClientState& state = *resolved.first;
       // The views of a call's arguments are read by its program alone.
-      ClientState::ProducerOrder order =
+      resolved.second.producer =
           state.OrderAfter(state.DeviceWithHardwareId(device.device_id), producer, batch != nullptr);
-      resolved.second.ready_stream = order.ready_stream;
-      resolved.second.pending_writes = std::move(order.pending_writes);
-      if (batch != nullptr) *batch = ImportBatch{device.device_id, resolved.second.ready_stream};
+      if (batch != nullptr) *batch = ImportBatch{device.device_id, resolved.second.producer.ready_stream};
     }
   } catch (...) {
     if (tensor->deleter != nullptr) tensor->deleter(tensor);

@@ -25,11 +25,10 @@ struct ImportOptions {
   // of the view (or the copy) waits for, or a marker of the writes that the
   // compute stream already waits for and other readers of a view will.
   // Both empty: nothing pending.
-  intptr_t ready_stream = 0;
-  std::shared_ptr<const cuda::StreamMarker> pending_writes;
-  // A row-major view need not wait for `ready_stream` (another view of the
-  // same execution does, which orders the whole execution); a copy — made
-  // now, or later from a view in another layout — still does.
+  ClientState::ProducerOrder producer;
+  // A row-major view need not wait for `producer.ready_stream` (another
+  // view of the same execution does, which orders the whole execution); a
+  // copy — made now, or later from a view in another layout — still does.
   bool only_copies_wait = false;
 };
 
