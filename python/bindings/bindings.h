@@ -51,7 +51,7 @@ struct ImportTarget {
 // execution, and waits for `ready_stream` itself.
 struct ImportBatch {
   int device_id = -1;
-  intptr_t ready_stream = 0;  // the first import's (0: the producer had nothing pending)
+  intptr_t ready_stream = 0;  // the first import's (0: the compute stream waited, or nothing was pending)
 };
 
 // Imports any DLPack producer (`__dlpack__` object, DLPack C exchange API)

@@ -165,7 +165,7 @@ void StreamWaitStream(int ordinal, intptr_t waiter, intptr_t producer) {
   });
 }
 
-StreamMarker::StreamMarker(int ordinal, intptr_t stream) : ordinal_(ordinal), event_(nullptr) {
+StreamMarker::StreamMarker(int ordinal, intptr_t stream, intptr_t waiter) : ordinal_(ordinal), event_(nullptr) {
   OnDevice(ordinal, [&](const Entries& cu, DeviceSync& sync, const char*& failed) -> CUresult {
     CUevent event = nullptr;
     CUresult rc = 0;
@@ -176,9 +176,12 @@ StreamMarker::StreamMarker(int ordinal, intptr_t stream) : ordinal_(ordinal), ev
       failed = "cuEventCreate";
       return rc;
     }
-    if ((rc = cu.cuEventRecord(event, reinterpret_cast<CUstream>(stream))) != 0) {
-      sync.spare_events.push_back(event);
+    if ((rc = cu.cuEventRecord(event, reinterpret_cast<CUstream>(stream))) != 0)
       failed = "cuEventRecord";
+    else if ((rc = cu.cuStreamWaitEvent(reinterpret_cast<CUstream>(waiter), event, 0)) != 0)
+      failed = "cuStreamWaitEvent";
+    if (rc != 0) {
+      sync.spare_events.push_back(event);
       return rc;
     }
     event_ = event;

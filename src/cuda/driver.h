@@ -35,9 +35,10 @@ bool StreamIdle(int ordinal, intptr_t stream);
 // device `ordinal`'s events.
 class StreamMarker {
  public:
-  // Records the marker on `stream`; throws a RuntimeError-kind cuxla::Error
-  // naming the failed driver call.
-  StreamMarker(int ordinal, intptr_t stream);
+  // Records the marker on `stream` and makes `waiter` (of the same device)
+  // wait for it, in one visit to the driver; throws a RuntimeError-kind
+  // cuxla::Error naming the failed driver call.
+  StreamMarker(int ordinal, intptr_t stream, intptr_t waiter);
   ~StreamMarker();
   StreamMarker(const StreamMarker&) = delete;
   StreamMarker& operator=(const StreamMarker&) = delete;

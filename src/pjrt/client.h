@@ -123,8 +123,8 @@ struct ClientState {
   // marker of it is returned as `pending_writes` unless `only_programs_read`
   // (no other reader will need it); otherwise an external-ready stream
   // waits, returned as `ready_stream`. Views and copies of the memory are to
-  // be given both (DeviceView). Both empty when `producer` has nothing left
-  // to run.
+  // be given both (DeviceView). Both empty when the ready stream's route
+  // finds `producer` with nothing left to run.
   struct ProducerOrder {
     intptr_t ready_stream = 0;
     std::shared_ptr<const cuda::StreamMarker> pending_writes;
