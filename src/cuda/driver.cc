@@ -113,6 +113,22 @@ struct DeviceSync {
   std::vector<CUevent> spare_events;
 };
 
+// Every device's DeviceSync, under one lock. Kept out of OnDevice: a
+// function template's statics are its instantiation's, one per `work` type.
+struct DeviceSyncs {
+  std::mutex mutex;
+  std::vector<DeviceSync> devices;
+};
+
+DeviceSyncs& AllDeviceSyncs(int device_count) {
+  static auto* all = [device_count] {
+    auto* syncs = new DeviceSyncs;
+    syncs->devices.resize(device_count);
+    return syncs;
+  }();
+  return *all;
+}
+
 // Runs `work` with device `ordinal`'s primary context current and its
 // DeviceSync, under one lock.
 template <class Work>
@@ -121,12 +137,11 @@ void OnDevice(int ordinal, Work work) {
   if (!loaded.status.available)
     throw Error(ErrorKind::kRuntime, "CUDA driver unavailable: " + loaded.status.why_not);
   const Entries& cu = loaded.entries;
-  static std::mutex mutex;
-  static auto* devices = new std::vector<DeviceSync>(loaded.status.device_count);
-  if (ordinal < 0 || ordinal >= static_cast<int>(devices->size()))
+  DeviceSyncs& all = AllDeviceSyncs(loaded.status.device_count);
+  if (ordinal < 0 || ordinal >= static_cast<int>(all.devices.size()))
     throw Error(ErrorKind::kValue, "no CUDA device " + std::to_string(ordinal));
-  std::lock_guard<std::mutex> lock(mutex);
-  DeviceSync& sync = (*devices)[ordinal];
+  std::lock_guard<std::mutex> lock(all.mutex);
+  DeviceSync& sync = all.devices[ordinal];
   if (sync.context == nullptr) {
     CUdevice device;
     if (CUresult rc = cu.cuDeviceGet(&device, ordinal)) Fail("cuDeviceGet", rc);
