@@ -167,6 +167,28 @@ def test_float64_is_computed_in_float64(client, tdev):
     assert out.dtype == torch.float64 and out[0].item() == 2.0**-40
 
 
+
+def test_call_takes_arrays_and_tensors_together_and_releases_views_of_a_failed_call(client, tdev):
+    add = cuxla.compile(_ELEMENTWISE.format(n=6, t="f32", op="add"), client=client)
+    t = torch.arange(6.0, device=tdev)
+    a = cuxla.from_dlpack(torch.ones(6, device=tdev))
+    for args in ((a, t), (t, a)):
+        (out,) = ct.call(add, *args)
+        assert isinstance(out, torch.Tensor) and torch.equal(out, t + 1)
+    # A call that fails after its tensors were taken lets go of them.
+    taken = torch.arange(6.0, device=tdev)
+    alive = weakref.ref(taken)
+    with pytest.raises(ValueError, match=r"argument 1 is float32\(3,\), the program expects float32\(6,\)"):
+        ct.call(add, taken, torch.zeros(3, device=tdev))
+    with pytest.raises(TypeError, match="argument 1 is a list, neither a cuxla.Array nor a DLPack tensor"):
+        ct.call(add, taken, [0.0] * 6)
+    a.delete()
+    with pytest.raises(RuntimeError, match="deleted"):
+        ct.call(add, taken, a)
+    del taken
+    gc.collect()
+    assert alive() is None, "a failed call kept a view of its tensor"
+
 def _aligned(values: np.ndarray, alignment: int = 64) -> np.ndarray:
     """A copy of `values` whose data starts on an `alignment`-byte boundary
     (the CPU plugin views only 64-byte aligned memory)."""
