@@ -59,19 +59,11 @@ struct ImportBatch {
 Array ImportObject(nb::handle object, const ImportTarget& target, std::optional<bool> copy,
                    ImportBatch* batch = nullptr);
 
-// The consumer an execution's outputs are ordered for (interop::OrderConsumer).
-struct OutputConsumer {
-  std::optional<intptr_t> stream;
-};
-
-// Runs `executable` on Python arguments: cuxla Arrays as they are, any other
-// DLPack tensor imported onto its device (zero-copy when possible, the
-// imports batched), and returns its outputs, ordered for `consumer` if
-// given. Arguments are checked and taken with the GIL; the views of tensors
-// from the DLPack C exchange API, the launch and the ordering run in one
-// stretch without it.
-std::vector<Array> RunOnArguments(const Executable& executable, const nb::args& args,
-                                  const OutputConsumer* consumer = nullptr);
+// The call of `executable` on Python arguments: cuxla Arrays as they are,
+// any other DLPack tensor imported onto its device (zero-copy when possible,
+// the imports batched). Checked and held with the GIL, as
+// Executable::Prepare; run it without.
+Executable::Call PrepareCall(const Executable& executable, const nb::args& args);
 
 // from_dlpack, Array.__dlpack__/__dlpack_device__/is_view, and the framework
 // fast paths (export_to, call_with).

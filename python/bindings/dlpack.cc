@@ -90,50 +90,21 @@ const DLPackExchangeAPI* ExchangeApi(PyTypeObject* type) {
 
 [[noreturn]] void RaisePythonError() { throw nb::python_error(); }
 
-// Runs, on destruction, the producers' deleters queued while the GIL was
-// released (producer_deleters.h). Declared before the GIL's release, so
-// destroyed after it: with the GIL.
-struct RunQueuedDeletersAfter {
-  ~RunQueuedDeletersAfter() { RunQueuedDeleters(); }
-};
-
-// A producer's tensor in cuxla's hands, not imported yet: its deleter made
-// to run with the GIL (producer_deleters.h), and run here unless Import
-// hands the tensor on.
+// interop::ImportDLPack without the GIL, the producer's deleter run with it
+// (producer_deleters.h). A copy made at import runs a program, and PJRT may
+// wait in it for earlier work to finish: holding the GIL there would stall
+// every other Python thread. The tensor is ours by now, and no Python object
+// is touched. Afterwards, with the GIL back, the deleters queued meanwhile
+// (this import's, if it failed, and those of views XLA let go of) run.
 template <class Managed>
-class TakenTensor {
- public:
-  TakenTensor(std::shared_ptr<const ClientState> state, Managed* tensor, interop::ImportOptions options)
-      : state_(std::move(state)), tensor_(WithGilDeleter(tensor)), options_(std::move(options)) {}
-  TakenTensor(TakenTensor&& other) noexcept
-      : state_(std::move(other.state_)),
-        tensor_(std::exchange(other.tensor_, nullptr)),
-        options_(std::move(other.options_)) {}
-  TakenTensor(const TakenTensor&) = delete;
-  TakenTensor& operator=(const TakenTensor&) = delete;
-  ~TakenTensor() {
-    if (tensor_ != nullptr && tensor_->deleter != nullptr) tensor_->deleter(tensor_);
-  }
-
-  // interop::ImportDLPack, meant to run without the GIL: a copy made at
-  // import runs a program, and PJRT may wait in it for earlier work to
-  // finish; holding the GIL there would stall every other Python thread. No
-  // Python object is touched.
-  Array Import() { return interop::ImportDLPack(state_, std::exchange(tensor_, nullptr), options_); }
-
- private:
-  std::shared_ptr<const ClientState> state_;
-  Managed* tensor_;
-  interop::ImportOptions options_;
-};
-
-// Imports `taken` without the GIL; afterwards, with it, the deleters queued
-// meanwhile (this import's, if it failed, and those of views XLA let go of) run.
-template <class Managed>
-Array ImportWithoutGil(TakenTensor<Managed> taken) {
-  RunQueuedDeletersAfter run_queued_after;
+Array ImportWithoutGil(const std::shared_ptr<const ClientState>& state, Managed* tensor,
+                       const interop::ImportOptions& options) {
+  struct RunQueuedAfter {
+    ~RunQueuedAfter() { RunQueuedDeleters(); }
+  } run_queued_after;  // destroyed after `release`: with the GIL
+  tensor = WithGilDeleter(tensor);
   nb::gil_scoped_release release;
-  return taken.Import();
+  return interop::ImportDLPack(state, tensor, options);
 }
 
 // Imports a capsule's tensor. The capsule is renamed used_* (its destructor
@@ -147,7 +118,7 @@ Array ConsumeCapsule(PyObject* capsule, Managed* tensor, const ImportTarget& tar
   const bool versioned = std::is_same_v<Managed, DLManagedTensorVersioned>;
   if (PyCapsule_SetName(capsule, versioned ? "used_dltensor_versioned" : "used_dltensor") != 0)
     RaisePythonError();
-  return ImportWithoutGil(TakenTensor<Managed>(std::move(state), tensor, std::move(options)));
+  return ImportWithoutGil(state, tensor, options);
 }
 
 // Consumes a DLPack capsule: renames it used_*, so that its destructor leaves
@@ -171,12 +142,10 @@ Array ImportCapsule(nb::handle capsule, const ImportTarget& target, std::optiona
                    : ConsumeCapsule(c, static_cast<DLManagedTensor*>(pointer), target, copy, ready_stream);
 }
 
-// The fast path, with the GIL: the producer's tensor through the DLPack C
-// exchange API (no Python-level `__dlpack__`), XLA's first use of it ordered,
-// on the device, after the producer's current stream.
-TakenTensor<DLManagedTensorVersioned> TakeExchange(const DLPackExchangeAPI* api, nb::handle object,
-                                                   const ImportTarget& target, std::optional<bool> copy,
-                                                   ImportBatch* batch) {
+// The fast path: no Python-level `__dlpack__`; XLA's first use waits, on the
+// device, for the producer's current stream.
+Array ImportExchange(const DLPackExchangeAPI* api, nb::handle object, const ImportTarget& target,
+                     std::optional<bool> copy, ImportBatch* batch) {
   DLManagedTensorVersioned* tensor = nullptr;
   if (api->managed_tensor_from_py_object_no_sync(object.ptr(), &tensor) != 0) RaisePythonError();
   const DLDevice device = tensor->dl_tensor.device;
@@ -203,7 +172,7 @@ TakenTensor<DLManagedTensorVersioned> TakeExchange(const DLPackExchangeAPI* api,
     if (tensor->deleter != nullptr) tensor->deleter(tensor);
     throw;
   }
-  return {std::move(resolved.first), tensor, std::move(resolved.second)};
+  return ImportWithoutGil(resolved.first, tensor, resolved.second);
 }
 
 // The `__dlpack__` protocol: the producer orders its work before XLA's
@@ -338,65 +307,37 @@ Array ImportObject(nb::handle object, const ImportTarget& target, std::optional<
                    ImportBatch* batch) {
   if (PyCapsule_CheckExact(object.ptr())) return ImportCapsule(object, target, copy, 0);
   if (const DLPackExchangeAPI* api = ExchangeApi(Py_TYPE(object.ptr())))
-    return ImportWithoutGil(TakeExchange(api, object, target, copy, batch));
+    return ImportExchange(api, object, target, copy, batch);
   if (!nb::hasattr(object, "__dlpack__"))
     throw nb::type_error(("a " + std::string(nb::type_name(object.type()).c_str()) +
                           " is neither a DLPack capsule nor has __dlpack__").c_str());
   return ImportProtocol(object, target, copy);
 }
 
-std::vector<Array> RunOnArguments(const Executable& executable, const nb::args& args,
-                                  const OutputConsumer* consumer) {
+Executable::Call PrepareCall(const Executable& executable, const nb::args& args) {
   const ImportTarget target{executable.state(), &executable.device()};
   ImportBatch batch;
-  std::vector<const Array*> arrays(args.size(), nullptr);
-  std::vector<Array> held;  // reserved once: `arrays` points into it
-  auto hold = [&](Array array) {
-    if (held.empty()) held.reserve(args.size());
-    return &held.emplace_back(std::move(array));
-  };
-  std::vector<std::pair<size_t, TakenTensor<DLManagedTensorVersioned>>> taken;  // (argument, tensor)
+  std::vector<Array> imported;  // kept until the call holds their buffers
+  std::vector<const Array*> arrays;
   size_t index = 0;
   for (nb::handle arg : args) {
-    const bool capsule = PyCapsule_CheckExact(arg.ptr());
     if (nb::isinstance<Array>(arg)) {
-      arrays[index] = &nb::cast<const Array&>(arg);
-    } else if (const DLPackExchangeAPI* api = capsule ? nullptr : ExchangeApi(Py_TYPE(arg.ptr()))) {
-      taken.emplace_back(index, TakeExchange(api, arg, target, std::nullopt, &batch));
-    } else if (capsule || nb::hasattr(arg, "__dlpack__")) {
-      arrays[index] = hold(ImportObject(arg, target, std::nullopt, &batch));
+      arrays.push_back(&nb::cast<const Array&>(arg));
     } else {
-      throw nb::type_error(("argument " + std::to_string(index) + " is a " + nb::type_name(arg.type()).c_str() +
-                            ", neither a cuxla.Array nor a DLPack tensor").c_str());
+      if (!PyCapsule_CheckExact(arg.ptr()) && ExchangeApi(Py_TYPE(arg.ptr())) == nullptr &&
+          !nb::hasattr(arg, "__dlpack__"))
+        throw nb::type_error(("argument " + std::to_string(index) + " is a " + nb::type_name(arg.type()).c_str() +
+                              ", neither a cuxla.Array nor a DLPack tensor").c_str());
+      imported.push_back(ImportObject(arg, target, std::nullopt, &batch));
+      arrays.push_back(nullptr);  // filled in below: `imported` may still grow
     }
     ++index;
   }
-  RunQueuedDeletersAfter run_queued_after;  // after the views below are gone
-  std::vector<Array> views;  // of the taken tensors, released with the GIL
-  views.reserve(taken.size());
-  std::optional<Executable::Call> call;
-  if (taken.empty()) {
-    // With the GIL held: no other Python thread can delete an argument
-    // between the checks and the holds.
-    call.emplace(executable.Prepare(arrays));
-  } else {
-    // Prepared without the GIL below: the Arrays given are held first.
-    index = 0;
-    for (nb::handle arg : args) {
-      if (nb::isinstance<Array>(arg)) arrays[index] = hold(*arrays[index]);
-      ++index;
-    }
-  }
-  std::vector<Array> outputs;
-  {
-    nb::gil_scoped_release release;
-    for (auto& [argument, tensor] : taken) arrays[argument] = &views.emplace_back(tensor.Import());
-    if (!call) call.emplace(executable.Prepare(arrays));
-    outputs = executable.Run(*call);
-    if (consumer != nullptr)
-      for (const Array& out : outputs) interop::OrderConsumer(out, consumer->stream);  // the outputs are this call's alone
-  }
-  return outputs;
+  for (size_t i = 0, next = 0; i < arrays.size(); ++i)
+    if (arrays[i] == nullptr) arrays[i] = &imported[next++];
+  // With the GIL held: no other Python thread can delete an argument
+  // between the checks and the holds.
+  return executable.Prepare(arrays);
 }
 
 void RegisterDLPack(nb::module_& m, nb::class_<Array>& array) {
@@ -411,13 +352,17 @@ void RegisterDLPack(nb::module_& m, nb::class_<Array>& array) {
 
   m.def("call_with", [](const Executable& executable, nb::handle type, nb::args tensors) {
     const DLPackExchangeAPI* api = ExchangeApiOfType(type);
-    const OutputConsumer consumer{ConsumerStream(api, interop::DLDeviceOf(executable.device()))};
-    const std::vector<Array> outputs = RunOnArguments(executable, tensors, &consumer);
-    nb::tuple result = nb::steal<nb::tuple>(PyTuple_New(static_cast<Py_ssize_t>(outputs.size())));
-    if (!result.is_valid()) RaisePythonError();
-    for (size_t i = 0; i < outputs.size(); ++i)
-      PyTuple_SET_ITEM(result.ptr(), static_cast<Py_ssize_t>(i), ExportOrdered(api, outputs[i]).release().ptr());
-    return result;
+    const std::optional<intptr_t> stream = ConsumerStream(api, interop::DLDeviceOf(executable.device()));
+    const Executable::Call call = PrepareCall(executable, tensors);
+    std::vector<Array> outputs;
+    {
+      nb::gil_scoped_release release;
+      outputs = executable.Run(call);
+      for (const Array& out : outputs) interop::OrderConsumer(out, stream);  // the outputs are this call's alone
+    }
+    nb::list result;
+    for (const Array& out : outputs) result.append(ExportOrdered(api, out));
+    return nb::tuple(result);
   }, "executable"_a, "type"_a, "tensors"_a);
 
   array

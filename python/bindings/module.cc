@@ -302,7 +302,12 @@ NB_MODULE(_cuxla, m) {
       .def_prop_ro("num_outputs", &Executable::num_outputs)
       .def_prop_ro("device", [](const Executable& e) { return Wrap(e.state(), e.device()); })
       .def("__call__", [](const Executable& e, nb::args args) {
-        std::vector<Array> outputs = RunOnArguments(e, args);
+        const Executable::Call call = PrepareCall(e, args);
+        std::vector<Array> outputs;
+        {
+          nb::gil_scoped_release release;
+          outputs = e.Run(call);
+        }
         nb::list result;
         for (Array& out : outputs) result.append(nb::cast(std::move(out)));
         return nb::tuple(result);
