@@ -167,7 +167,6 @@ def test_float64_is_computed_in_float64(client, tdev):
     assert out.dtype == torch.float64 and out[0].item() == 2.0**-40
 
 
-
 def test_call_takes_arrays_and_tensors_together_and_releases_views_of_a_failed_call(client, tdev):
     add = cuxla.compile(_ELEMENTWISE.format(n=6, t="f32", op="add"), client=client)
     t = torch.arange(6.0, device=tdev)
