@@ -7,30 +7,26 @@
 #include <mutex>
 #include <new>
 #include <utility>
-#include <vector>
 
 namespace cuxla::bindings {
 namespace {
 
-// A producer's tensor whose deleter is still to run.
+// A producer's deleter still to run, queued without allocating: the node
+// lives in the wrapper that carried the tensor (GilDeleterTensor).
 struct QueuedDeleter {
-  void* tensor;
-  void (*run)(void* tensor) noexcept;
+  QueuedDeleter* next = nullptr;
+  void (*run)(QueuedDeleter* self) noexcept = nullptr;  // runs the producer's deleter, frees the wrapper
 };
-
-template <class Managed>
-void RunDeleter(void* tensor) noexcept {
-  auto* managed = static_cast<Managed*>(tensor);
-  managed->deleter(managed);
-}
 
 class DeleterQueue {
  public:
-  void Push(QueuedDeleter deleter) noexcept {
+  void Push(QueuedDeleter* deleter) noexcept {
     bool schedule = false;
     {
       std::lock_guard lock(mutex_);
-      queued_.push_back(deleter);
+      deleter->next = nullptr;
+      (last_ != nullptr ? last_->next : first_) = deleter;
+      last_ = deleter;
       nonempty_.store(true, std::memory_order_release);
       schedule = !std::exchange(scheduled_, true);
     }
@@ -45,13 +41,18 @@ class DeleterQueue {
 
   void RunAll() noexcept {
     if (!nonempty_.load(std::memory_order_acquire)) return;
-    std::vector<QueuedDeleter> batch;
+    QueuedDeleter* batch = nullptr;
     {
       std::lock_guard lock(mutex_);
-      batch.swap(queued_);
+      batch = std::exchange(first_, nullptr);
+      last_ = nullptr;
       nonempty_.store(false, std::memory_order_relaxed);
     }
-    for (const QueuedDeleter& d : batch) d.run(d.tensor);
+    while (batch != nullptr) {
+      QueuedDeleter* next = batch->next;  // read first: run frees the node
+      batch->run(batch);
+      batch = next;
+    }
   }
 
  private:
@@ -66,7 +67,8 @@ class DeleterQueue {
   }
 
   std::mutex mutex_;
-  std::vector<QueuedDeleter> queued_;
+  QueuedDeleter* first_ = nullptr;  // in the order queued
+  QueuedDeleter* last_ = nullptr;
   std::atomic<bool> nonempty_{false};
   bool scheduled_ = false;  // a pending call is registered and has not run yet
 };
@@ -77,45 +79,50 @@ DeleterQueue& Queue() {
   return *queue;
 }
 
-// Once the interpreter is gone nothing runs: the tensor stays queued and
-// its memory goes with the process.
-template <class Managed>
-void RunOrQueue(Managed* tensor) noexcept {
-  if (tensor->deleter == nullptr) return;
-  if (Py_IsInitialized() && PyGILState_Check()) {
-    tensor->deleter(tensor);
-    return;
-  }
-  Queue().Push({tensor, &RunDeleter<Managed>});
-}
-
 // The tensor cuxla imports: the producer's, field for field, but for the
-// deleter, which frees this wrapper and runs (or queues) the producer's.
+// deleter, which runs the producer's (and frees this wrapper) at once with
+// the GIL held, and otherwise queues it. Once the interpreter is gone
+// nothing runs: the tensor stays queued and its memory goes with the process.
 template <class Managed>
 struct GilDeleterTensor {
   Managed tensor;
   Managed* producer;
+  QueuedDeleter queued;
 
   static void Delete(Managed* self) noexcept {
     auto* wrapper = reinterpret_cast<GilDeleterTensor*>(self);
+    if (Py_IsInitialized() && PyGILState_Check()) {
+      Finish(wrapper);
+      return;
+    }
+    Queue().Push(&wrapper->queued);
+  }
+
+  static void RunQueued(QueuedDeleter* queued) noexcept {
+    Finish(reinterpret_cast<GilDeleterTensor*>(reinterpret_cast<char*>(queued) - offsetof(GilDeleterTensor, queued)));
+  }
+
+  static void Finish(GilDeleterTensor* wrapper) noexcept {
     Managed* producer = wrapper->producer;
     delete wrapper;
-    RunOrQueue(producer);
+    if (producer->deleter != nullptr) producer->deleter(producer);
   }
 };
 static_assert(offsetof(GilDeleterTensor<DLManagedTensorVersioned>, tensor) == 0);
 static_assert(offsetof(GilDeleterTensor<DLManagedTensor>, tensor) == 0);
 
+// Called with the GIL held (an import takes the producer's tensor with it).
 template <class Managed>
 Managed* Wrap(Managed* tensor) {
   if (tensor == nullptr) return nullptr;
-  auto* wrapper = new (std::nothrow) GilDeleterTensor<Managed>{*tensor, tensor};
+  auto* wrapper = new (std::nothrow) GilDeleterTensor<Managed>{*tensor, tensor, {}};
   if (wrapper == nullptr) {
-    RunOrQueue(tensor);
+    if (tensor->deleter != nullptr) tensor->deleter(tensor);
     throw std::bad_alloc();
   }
   wrapper->tensor.manager_ctx = nullptr;
   wrapper->tensor.deleter = &GilDeleterTensor<Managed>::Delete;
+  wrapper->queued.run = &GilDeleterTensor<Managed>::RunQueued;
   return &wrapper->tensor;
 }
 

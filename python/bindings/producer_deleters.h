@@ -10,6 +10,8 @@
 // instead, and the queue is run by the main thread at its next bytecode
 // (Py_AddPendingCall) or by the next cuxla import on any Python thread,
 // whichever comes first. Called with the GIL held, a deleter runs at once.
+// Queueing allocates nothing (the queue's links live in the wrappers), so it
+// cannot fail on PJRT's thread.
 #pragma once
 
 #include "dlpack/dlpack.h"
@@ -18,7 +20,8 @@ namespace cuxla::bindings {
 
 // A tensor to hand to interop::ImportDLPack in place of `tensor`: the same
 // tensor, whose deleter runs `tensor`'s as described above. Takes ownership
-// of `tensor` (its deleter runs exactly once, also if this fails).
+// of `tensor` (its deleter runs exactly once, also if this fails). The GIL
+// must be held.
 DLManagedTensorVersioned* WithGilDeleter(DLManagedTensorVersioned* tensor);
 DLManagedTensor* WithGilDeleter(DLManagedTensor* tensor);
 
