@@ -163,20 +163,31 @@ void OnDevice(int ordinal, Work work) {
   if (failed != nullptr) Fail(failed, rc);
 }
 
+// Records `event` on `stream` and makes `waiter` wait for it; on failure,
+// `failed` names the driver call.
+CUresult RecordAndWait(const Entries& cu, CUevent event, intptr_t stream, intptr_t waiter, const char*& failed) {
+  CUresult rc = cu.cuEventRecord(event, reinterpret_cast<CUstream>(stream));
+  if (rc != 0) {
+    failed = "cuEventRecord";
+  } else if ((rc = cu.cuStreamWaitEvent(reinterpret_cast<CUstream>(waiter), event, 0)) != 0) {
+    failed = "cuStreamWaitEvent";
+  }
+  return rc;
+}
+
 }  // namespace
 
 const DriverStatus& Driver() noexcept { return Probe().status; }
 
 void StreamWaitStream(int ordinal, intptr_t waiter, intptr_t producer) {
   OnDevice(ordinal, [&](const Entries& cu, DeviceSync& sync, const char*& failed) -> CUresult {
-    CUresult rc = 0;
-    if (sync.event == nullptr && (rc = cu.cuEventCreate(&sync.event, kEventDisableTiming)) != 0)
-      failed = "cuEventCreate";
-    else if ((rc = cu.cuEventRecord(sync.event, reinterpret_cast<CUstream>(producer))) != 0)
-      failed = "cuEventRecord";
-    else if ((rc = cu.cuStreamWaitEvent(reinterpret_cast<CUstream>(waiter), sync.event, 0)) != 0)
-      failed = "cuStreamWaitEvent";
-    return rc;
+    if (sync.event == nullptr) {
+      if (CUresult rc = cu.cuEventCreate(&sync.event, kEventDisableTiming); rc != 0) {
+        failed = "cuEventCreate";
+        return rc;
+      }
+    }
+    return RecordAndWait(cu, sync.event, producer, waiter, failed);
   });
 }
 
@@ -191,11 +202,7 @@ StreamMarker::StreamMarker(int ordinal, intptr_t stream, intptr_t waiter) : ordi
       failed = "cuEventCreate";
       return rc;
     }
-    if ((rc = cu.cuEventRecord(event, reinterpret_cast<CUstream>(stream))) != 0)
-      failed = "cuEventRecord";
-    else if ((rc = cu.cuStreamWaitEvent(reinterpret_cast<CUstream>(waiter), event, 0)) != 0)
-      failed = "cuStreamWaitEvent";
-    if (rc != 0) {
+    if ((rc = RecordAndWait(cu, event, stream, waiter, failed)) != 0) {
       sync.spare_events.push_back(event);
       return rc;
     }
