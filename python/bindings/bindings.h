@@ -61,9 +61,10 @@ Array ImportObject(nb::handle object, const ImportTarget& target, std::optional<
 
 // The call of `executable` on Python arguments: cuxla Arrays as they are,
 // any other DLPack tensor imported onto its device (zero-copy when possible,
-// the imports batched). Checked and held with the GIL, as
+// the imports batched); with `keep_views`, the views of exchange-API tensors
+// kept for the next calls (call_views.h). Checked and held with the GIL, as
 // Executable::Prepare; run it without.
-Executable::Call PrepareCall(const Executable& executable, const nb::args& args);
+Executable::Call PrepareCall(const Executable& executable, const nb::args& args, bool keep_views);
 
 // from_dlpack, Array.__dlpack__/__dlpack_device__/is_view, and the framework
 // fast paths (export_to, call_with).

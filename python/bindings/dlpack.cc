@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "call_views.h"
 #include "interop/export.h"
 #include "interop/import.h"
 #include "producer_deleters.h"
@@ -142,32 +143,38 @@ Array ImportCapsule(nb::handle capsule, const ImportTarget& target, std::optiona
                    : ConsumeCapsule(c, static_cast<DLManagedTensor*>(pointer), target, copy, ready_stream);
 }
 
+// Orders XLA's first use of a tensor on `device` (of `state`'s client) after
+// the exchange-API producer's current stream, on the device; sets `options`'
+// producer order (nothing to do off CUDA).
+void OrderAfterProducer(const DLPackExchangeAPI* api, const ClientState& state, DLDevice device,
+                        ImportBatch* batch, interop::ImportOptions& options) {
+  if (device.device_type != kDLCUDA) return;
+  if (batch != nullptr && batch->device_id == device.device_id) {
+    // Another view of this execution waits for the producer; a copy made
+    // now runs on its own, and waits too.
+    options.producer.ready_stream = batch->ready_stream;
+    options.only_copies_wait = true;
+    return;
+  }
+  void* current = nullptr;
+  if (api->current_work_stream(kDLCUDA, device.device_id, &current) != 0) RaisePythonError();
+  // The default stream is reported as null; name it so that it is waited on.
+  const intptr_t producer = current != nullptr ? reinterpret_cast<intptr_t>(current) : kLegacyDefaultStream;
+  // The views of a call's arguments are read by its program alone.
+  options.producer = state.OrderAfter(state.DeviceWithHardwareId(device.device_id), producer, batch != nullptr);
+  if (batch != nullptr) *batch = ImportBatch{device.device_id, options.producer.ready_stream};
+}
+
 // The fast path: no Python-level `__dlpack__`; XLA's first use waits, on the
 // device, for the producer's current stream.
 Array ImportExchange(const DLPackExchangeAPI* api, nb::handle object, const ImportTarget& target,
                      std::optional<bool> copy, ImportBatch* batch) {
   DLManagedTensorVersioned* tensor = nullptr;
   if (api->managed_tensor_from_py_object_no_sync(object.ptr(), &tensor) != 0) RaisePythonError();
-  const DLDevice device = tensor->dl_tensor.device;
   std::pair<std::shared_ptr<const ClientState>, interop::ImportOptions> resolved;
   try {
-    resolved = Resolve(target, device.device_type, copy);
-    if (device.device_type == kDLCUDA && batch != nullptr && batch->device_id == device.device_id) {
-      // Another view of this execution waits for the producer; a copy made
-      // now runs on its own, and waits too.
-      resolved.second.producer.ready_stream = batch->ready_stream;
-      resolved.second.only_copies_wait = true;
-    } else if (device.device_type == kDLCUDA) {
-      void* current = nullptr;
-      if (api->current_work_stream(kDLCUDA, device.device_id, &current) != 0) RaisePythonError();
-      // The default stream is reported as null; name it so that it is waited on.
-      const intptr_t producer = current != nullptr ? reinterpret_cast<intptr_t>(current) : kLegacyDefaultStream;
-      const ClientState& state = *resolved.first;
-      // The views of a call's arguments are read by its program alone.
-      resolved.second.producer =
-          state.OrderAfter(state.DeviceWithHardwareId(device.device_id), producer, batch != nullptr);
-      if (batch != nullptr) *batch = ImportBatch{device.device_id, resolved.second.producer.ready_stream};
-    }
+    resolved = Resolve(target, tensor->dl_tensor.device.device_type, copy);
+    OrderAfterProducer(api, *resolved.first, tensor->dl_tensor.device, batch, resolved.second);
   } catch (...) {
     if (tensor->deleter != nullptr) tensor->deleter(tensor);
     throw;
@@ -314,10 +321,39 @@ Array ImportObject(nb::handle object, const ImportTarget& target, std::optional<
   return ImportProtocol(object, target, copy);
 }
 
-Executable::Call PrepareCall(const Executable& executable, const nb::args& args) {
+// The view cuxla.torch.call keeps of the exchange-API tensor `object`
+// (call_views.h) for an execution on `target`, found or made now; null when
+// `object` is not one to keep a view of.
+std::shared_ptr<const Array> CallView(nb::handle object, const ImportTarget& target, ImportBatch* batch) {
+  const DLPackExchangeAPI* api = ExchangeApi(Py_TYPE(object.ptr()));
+  if (api == nullptr || api->dltensor_from_py_object_no_sync == nullptr) return nullptr;
+  DLTensor now;
+  if (api->dltensor_from_py_object_no_sync(object.ptr(), &now) != 0) RaisePythonError();
+  const ClientState& state = *target.state;
+  if (now.device.device_type != (state.platform == "cuda" ? kDLCUDA : kDLCPU)) return nullptr;
+  // A kept view is ordered after the producer anew by each execution through
+  // XLA's compute stream; without it, only at its making.
+  if (now.device.device_type == kDLCUDA && state.compute_stream(*target.device).stream == 0) return nullptr;
+  if (std::shared_ptr<const Array> kept = KeptView(object, now, state, *target.device)) {
+    interop::ImportOptions options;
+    OrderAfterProducer(api, state, now.device, batch, options);
+    return kept;
+  }
+  TensorDescription described(now);  // `now` may not outlive the Python code below
+  if (!nb::hasattr(object, "detach")) return nullptr;
+  // The view holds an alias of the tensor, not the tensor: while anything
+  // outside holds a PyTorch tensor, PyTorch keeps its Python object alive
+  // (PyObject preservation), and the tensor would never die.
+  Array view = ImportExchange(api, object.attr("detach")(), target, std::nullopt, batch);
+  if (!view.is_view() || !view.is_row_major()) return std::make_shared<const Array>(std::move(view));
+  return KeepView(object, std::move(described), std::move(view));
+}
+
+Executable::Call PrepareCall(const Executable& executable, const nb::args& args, bool keep_views) {
   const ImportTarget target{executable.state(), &executable.device()};
   ImportBatch batch;
   std::vector<Array> imported;  // kept until the call holds their buffers
+  std::vector<std::shared_ptr<const Array>> kept;  // likewise
   std::vector<const Array*> arrays;
   size_t index = 0;
   for (nb::handle arg : args) {
@@ -328,8 +364,12 @@ Executable::Call PrepareCall(const Executable& executable, const nb::args& args)
           !nb::hasattr(arg, "__dlpack__"))
         throw nb::type_error(("argument " + std::to_string(index) + " is a " + nb::type_name(arg.type()).c_str() +
                               ", neither a cuxla.Array nor a DLPack tensor").c_str());
-      imported.push_back(ImportObject(arg, target, std::nullopt, &batch));
-      arrays.push_back(nullptr);  // filled in below: `imported` may still grow
+      if (std::shared_ptr<const Array> view = keep_views ? CallView(arg, target, &batch) : nullptr) {
+        arrays.push_back(kept.emplace_back(std::move(view)).get());
+      } else {
+        imported.push_back(ImportObject(arg, target, std::nullopt, &batch));
+        arrays.push_back(nullptr);  // filled in below: `imported` may still grow
+      }
     }
     ++index;
   }
@@ -353,7 +393,7 @@ void RegisterDLPack(nb::module_& m, nb::class_<Array>& array) {
   m.def("call_with", [](const Executable& executable, nb::handle type, nb::args tensors) {
     const DLPackExchangeAPI* api = ExchangeApiOfType(type);
     const std::optional<intptr_t> stream = ConsumerStream(api, interop::DLDeviceOf(executable.device()));
-    const Executable::Call call = PrepareCall(executable, tensors);
+    const Executable::Call call = PrepareCall(executable, tensors, /*keep_views=*/true);
     std::vector<Array> outputs;
     {
       nb::gil_scoped_release release;
@@ -364,6 +404,11 @@ void RegisterDLPack(nb::module_& m, nb::class_<Array>& array) {
     for (const Array& out : outputs) result.append(ExportOrdered(api, out));
     return nb::tuple(result);
   }, "executable"_a, "type"_a, "tensors"_a);
+
+  m.def("forget_call_views", &ForgetCallViews,
+        "Drops the views call_with keeps of the tensors it was given (each let go of once its "
+        "programs are done).");
+  m.def("call_view_count", &CallViewCount, "How many views call_with keeps.");
 
   array
       .def_prop_ro("is_view", [](const Array& a) { return a.is_view(); },

@@ -302,7 +302,7 @@ NB_MODULE(_cuxla, m) {
       .def_prop_ro("num_outputs", &Executable::num_outputs)
       .def_prop_ro("device", [](const Executable& e) { return Wrap(e.state(), e.device()); })
       .def("__call__", [](const Executable& e, nb::args args) {
-        const Executable::Call call = PrepareCall(e, args);
+        const Executable::Call call = PrepareCall(e, args, /*keep_views=*/false);
         std::vector<Array> outputs;
         {
           nb::gil_scoped_release release;

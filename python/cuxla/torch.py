@@ -6,6 +6,8 @@ PyTorch's current stream and PyTorch's current stream for XLA: no host sync.
 """
 from __future__ import annotations
 
+import atexit
+
 import torch
 
 from . import _cuxla
@@ -29,10 +31,16 @@ def to_torch(array: _cuxla.Array) -> torch.Tensor:
 
 def call(executable: _cuxla.Executable, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """Runs `executable` on PyTorch tensors and returns PyTorch tensors,
-    zero-copy both ways."""
+    zero-copy both ways. The XLA view of each tensor is kept while the
+    tensor lives and its memory, shape and strides stay the same, so calling
+    again on the same tensors (a model's weights) makes no new views."""
     if _HAS_EXCHANGE_API:
         return _cuxla.call_with(executable, torch.Tensor, *tensors)
     return tuple(torch.from_dlpack(out) for out in executable(*tensors))
+
+
+# The kept views go while Python still runs, their tensors' deleters with them.
+atexit.register(_cuxla.forget_call_views)
 
 
 def distributed_client(**options) -> "cuxla.Client":

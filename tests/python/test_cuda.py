@@ -8,6 +8,7 @@ import torch
 
 import cuxla
 import cuxla.torch as ct
+from cuxla import _cuxla
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run by scripts/gpu-check)")
 
@@ -174,6 +175,27 @@ def test_call_round_trip_on_the_current_stream(cuda_client):
             v = torch.full((N,), float(trial), device="cuda")
             (out,) = ct.call(slow, x, v)
             assert bool((out == trial).all().item())
+
+
+def test_a_kept_view_waits_for_torch_at_every_call(ordering_client):
+    # cuxla.torch.call keeps the view of a tensor it is given again (on the
+    # compute-stream route; the ready-stream route makes a view per call):
+    # each call must still wait for PyTorch's writes to it since the last.
+    add = cuxla.compile(ADD, client=ordering_client)
+    x = torch.zeros(ROWS, COLS, device="cuda")
+    y = torch.zeros(ROWS, COLS, device="cuda")
+    kept = _cuxla.call_view_count()
+
+    def right(trial):
+        torch.cuda._sleep(200_000)
+        x.fill_(float(trial))
+        (out,) = ct.call(add, x, y)
+        return bool((out == trial).all().item())
+
+    wrong = _wrong_in(TRIALS, right)
+    assert wrong == 0, f"{wrong} of {TRIALS} calls read a kept view before PyTorch's write"
+    compute_stream, _ = ordering_client._core.compute_stream(ordering_client.devices()[0])
+    assert _cuxla.call_view_count() == kept + (2 if compute_stream else 0)
 
 
 def test_cuda_tensor_lands_on_its_local_hardware_id(cuda_client):

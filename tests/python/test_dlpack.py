@@ -2,7 +2,9 @@
 dtypes, alignment, capsules and lifetimes — against PyTorch and NumPy."""
 import gc
 import os
+import time
 import weakref
+from typing import Callable
 
 import ml_dtypes  # noqa: F401
 import numpy as np
@@ -11,6 +13,7 @@ import torch
 
 import cuxla
 import cuxla.torch as ct
+from cuxla import _cuxla
 
 @pytest.fixture
 def tdev(client):
@@ -187,6 +190,61 @@ def test_call_takes_arrays_and_tensors_together_and_releases_views_of_a_failed_c
     del taken
     gc.collect()
     assert alive() is None, "a failed call kept a view of its tensor"
+
+def _storage_holders(storage: torch.UntypedStorage) -> int:
+    """How many references `storage` has (PyTorch's count), cuxla's view among them."""
+    return torch._C._storage_Use_Count(storage._cdata)
+
+
+def _settled(count: Callable[[], int], expected: int) -> int:
+    """count(), once it reaches `expected` or 2 s have passed: a view let go
+    of on CUDA gives its tensor back when its programs are done, and its
+    deleter runs at the next bytecode or import."""
+    deadline = time.monotonic() + 2.0
+    while count() != expected and time.monotonic() < deadline:
+        torch.cuda.synchronize() if torch.cuda.is_available() else None
+        cuxla.from_dlpack(torch.zeros(1))  # runs the queued deleters
+        time.sleep(0.001)
+    return count()
+
+
+def test_call_keeps_one_view_per_tensor_while_its_memory_stays(client, tdev):
+    add = cuxla.compile(_ELEMENTWISE.format(n=6, t="f32", op="add"), client=client)
+    t = torch.zeros(6, device=tdev)
+    one = torch.ones(6, device=tdev)
+    first = t.untyped_storage()
+    alone = _storage_holders(first)  # t and `first`
+    kept = _cuxla.call_view_count()
+    assert torch.equal(ct.call(add, t, one)[0].cpu(), torch.ones(6))
+    assert _cuxla.call_view_count() == kept + 2 and _storage_holders(first) == alone + 1
+    t.add_(41.0)  # a write in place is seen through the kept view
+    assert torch.equal(ct.call(add, t, one)[0].cpu(), torch.full((6,), 42.0))
+    assert _cuxla.call_view_count() == kept + 2 and _storage_holders(first) == alone + 1, "a second view was made"
+    t.set_(torch.full((6,), 7.0, device=tdev))  # other memory: a new view, the old one let go of
+    assert torch.equal(ct.call(add, t, one)[0].cpu(), torch.full((6,), 8.0))
+    assert _settled(lambda: _storage_holders(first), alone - 1) == alone - 1
+    assert _cuxla.call_view_count() == kept + 2
+    second = t.untyped_storage()
+    before = _storage_holders(second)
+    del t
+    gc.collect()
+    assert _cuxla.call_view_count() == kept + 1, "the view of a dead tensor was kept"
+    assert _settled(lambda: _storage_holders(second), before - 2) == before - 2
+    weight = torch.nn.Parameter(torch.full((6,), 2.0, device=tdev))
+    assert torch.equal(ct.call(add, weight, one)[0].cpu(), torch.full((6,), 3.0))
+    assert _cuxla.call_view_count() == kept + 2
+    _cuxla.forget_call_views()
+    assert _cuxla.call_view_count() == 0
+
+
+def test_calls_on_fresh_tensors_keep_no_views_of_dead_ones(client, tdev):
+    add = cuxla.compile(_ELEMENTWISE.format(n=6, t="f32", op="add"), client=client)
+    kept = _cuxla.call_view_count()
+    for i in range(1000):
+        (out,) = ct.call(add, torch.full((6,), float(i), device=tdev), torch.ones(6, device=tdev))
+    assert torch.equal(out.cpu(), torch.full((6,), 1000.0))
+    assert _cuxla.call_view_count() == kept
+
 
 def _aligned(values: np.ndarray, alignment: int = 64) -> np.ndarray:
     """A copy of `values` whose data starts on an `alignment`-byte boundary

@@ -1,0 +1,107 @@
+#include "call_views.h"
+
+#include <algorithm>
+#include <unordered_map>
+#include <utility>
+
+namespace cuxla::bindings {
+namespace {
+
+// Beyond this many, every kept view is dropped at once and kept afresh.
+constexpr size_t kMaxKept = 4096;
+
+struct Kept {
+  nb::object weakref;  // to the tensor; its callback drops this entry
+  TensorDescription described;
+  std::shared_ptr<const Array> view;
+};
+
+struct Views {
+  std::unordered_map<PyObject*, Kept> by_tensor;
+  std::unordered_map<PyObject*, PyObject*> tensor_of_weakref;
+  nb::object on_tensor_death;  // the weak references' callback
+};
+
+// Never destroyed: views are dropped by ForgetCallViews (at exit, from
+// cuxla.torch) while Python still runs, never by a static destructor.
+Views& AllViews() {
+  static auto* views = new Views();
+  return *views;
+}
+
+void Drop(Views& views, std::unordered_map<PyObject*, Kept>::iterator it) {
+  views.tensor_of_weakref.erase(it->second.weakref.ptr());
+  // Out of the map before it goes: letting go of a view may run a producer's
+  // deleter, which may run Python code that calls back in here.
+  Kept gone = std::move(it->second);
+  views.by_tensor.erase(it);
+}
+
+void OnTensorDeath(nb::handle weakref) {
+  Views& views = AllViews();
+  const auto tensor = views.tensor_of_weakref.find(weakref.ptr());
+  if (tensor == views.tensor_of_weakref.end()) return;
+  const auto it = views.by_tensor.find(tensor->second);
+  if (it != views.by_tensor.end()) Drop(views, it);
+}
+
+}  // namespace
+
+TensorDescription::TensorDescription(const DLTensor& tensor)
+    : data(tensor.data),
+      byte_offset(tensor.byte_offset),
+      device(tensor.device),
+      dtype(tensor.dtype),
+      shape(tensor.shape, tensor.shape + tensor.ndim),
+      strides(tensor.strides != nullptr ? std::vector<int64_t>(tensor.strides, tensor.strides + tensor.ndim)
+                                        : std::vector<int64_t>()) {}
+
+bool TensorDescription::Describes(const DLTensor& tensor) const noexcept {
+  const size_t rank = static_cast<size_t>(tensor.ndim);
+  return tensor.data == data && tensor.byte_offset == byte_offset && tensor.device.device_type == device.device_type &&
+         tensor.device.device_id == device.device_id && tensor.dtype.code == dtype.code &&
+         tensor.dtype.bits == dtype.bits && tensor.dtype.lanes == dtype.lanes && rank == shape.size() &&
+         std::equal(shape.begin(), shape.end(), tensor.shape) &&
+         (tensor.strides == nullptr ? strides.empty()
+                                    : strides.size() == rank && std::equal(strides.begin(), strides.end(), tensor.strides));
+}
+
+std::shared_ptr<const Array> KeptView(nb::handle tensor, const DLTensor& now, const ClientState& state,
+                                      const Device& device) {
+  Views& views = AllViews();
+  const auto it = views.by_tensor.find(tensor.ptr());
+  if (it == views.by_tensor.end()) return nullptr;
+  const Array& view = *it->second.view;
+  if (view.state().get() != &state || &view.device() != &device || !it->second.described.Describes(now))
+    return nullptr;
+  return it->second.view;
+}
+
+std::shared_ptr<const Array> KeepView(nb::handle tensor, TensorDescription described, Array view) {
+  auto shared = std::make_shared<const Array>(std::move(view));
+  Views& views = AllViews();
+  if (views.by_tensor.size() >= kMaxKept) ForgetCallViews();
+  if (!views.on_tensor_death.is_valid()) views.on_tensor_death = nb::cpp_function(&OnTensorDeath);
+  PyObject* weakref = PyWeakref_NewRef(tensor.ptr(), views.on_tensor_death.ptr());
+  if (weakref == nullptr) {
+    PyErr_Clear();  // no weak references to this type: nothing tells when it dies
+    return shared;
+  }
+  const auto old = views.by_tensor.find(tensor.ptr());
+  if (old != views.by_tensor.end()) Drop(views, old);  // made of the tensor as it was before
+  views.tensor_of_weakref.emplace(weakref, tensor.ptr());
+  views.by_tensor.emplace(tensor.ptr(), Kept{nb::steal(weakref), std::move(described), shared});
+  return shared;
+}
+
+void ForgetCallViews() {
+  Views& views = AllViews();
+  // Moved out first, for the reason Drop gives.
+  std::unordered_map<PyObject*, Kept> gone = std::move(views.by_tensor);
+  views.by_tensor.clear();
+  views.tensor_of_weakref.clear();
+}
+
+size_t CallViewCount() { return AllViews().by_tensor.size(); }
+
+}  // namespace cuxla::bindings
