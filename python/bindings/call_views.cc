@@ -10,6 +10,14 @@ namespace {
 // Beyond this many, every kept view is dropped at once and kept afresh.
 constexpr size_t kMaxKept = 4096;
 
+// The tensors seen once, by address and memory: a small table, a newer
+// tensor taking the slot of an older one.
+struct Sighting {
+  PyObject* tensor = nullptr;
+  void* data = nullptr;
+};
+constexpr size_t kSightings = 256;
+
 struct Kept {
   nb::object weakref;  // to the tensor; its callback drops this entry
   TensorDescription described;
@@ -17,6 +25,7 @@ struct Kept {
 };
 
 struct Views {
+  Sighting seen[kSightings];
   std::unordered_map<PyObject*, Kept> by_tensor;
   std::unordered_map<PyObject*, PyObject*> tensor_of_weakref;
   nb::object on_tensor_death;  // the weak references' callback
@@ -72,9 +81,21 @@ std::shared_ptr<const Array> KeptView(nb::handle tensor, const DLTensor& now, co
   const auto it = views.by_tensor.find(tensor.ptr());
   if (it == views.by_tensor.end()) return nullptr;
   const Array& view = *it->second.view;
-  if (view.state().get() != &state || &view.device() != &device || !it->second.described.Describes(now))
+  if (view.state().get() != &state || &view.device() != &device || !it->second.described.Describes(now)) {
+    Drop(views, it);  // of the tensor's memory as it was: not to be held any longer
     return nullptr;
+  }
   return it->second.view;
+}
+
+bool SeenBefore(nb::handle tensor, const DLTensor& now) {
+  Sighting& slot = AllViews().seen[(reinterpret_cast<uintptr_t>(tensor.ptr()) >> 4) % kSightings];
+  if (slot.tensor == tensor.ptr() && slot.data == now.data) {
+    slot = Sighting{};
+    return true;
+  }
+  slot = Sighting{tensor.ptr(), now.data};
+  return false;
 }
 
 std::shared_ptr<const Array> KeepView(nb::handle tensor, TensorDescription described, Array view) {

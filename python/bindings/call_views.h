@@ -33,9 +33,16 @@ struct TensorDescription {
 };
 
 // The view kept of `tensor` on `device` of `state`'s client, if `now` (the
-// tensor as it is now) is still what it was made of; else null.
+// tensor as it is now) is still what it was made of; else null (and a view
+// kept of it before is dropped).
 std::shared_ptr<const Array> KeptView(nb::handle tensor, const DLTensor& now, const ClientState& state,
                                       const Device& device);
+
+// Whether a view of `tensor` (as `now`) is worth keeping: it was seen before,
+// at this address with this memory. A tensor made for one call (an input, an
+// activation) costs a call no more than a view made per call would; keeping
+// (a detached alias, a weak reference) and dropping it would cost ~5 µs more.
+bool SeenBefore(nb::handle tensor, const DLTensor& now);
 
 // Keeps `view`, made of `tensor` as `described`, until the tensor dies or
 // ForgetCallViews runs, and returns it. A tensor that takes no weak

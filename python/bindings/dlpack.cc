@@ -339,12 +339,19 @@ std::shared_ptr<const Array> CallView(nb::handle object, const ImportTarget& tar
     OrderAfterProducer(api, state, now.device, batch, options);
     return kept;
   }
+  if (!SeenBefore(object, now)) return nullptr;
   TensorDescription described(now);  // `now` may not outlive the Python code below
-  if (!nb::hasattr(object, "detach")) return nullptr;
   // The view holds an alias of the tensor, not the tensor: while anything
   // outside holds a PyTorch tensor, PyTorch keeps its Python object alive
   // (PyObject preservation), and the tensor would never die.
-  Array view = ImportExchange(api, object.attr("detach")(), target, std::nullopt, batch);
+  static const nb::str detach_name("detach");
+  PyObject* detached = PyObject_CallMethodNoArgs(object.ptr(), detach_name.ptr());
+  if (detached == nullptr) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) RaisePythonError();
+    PyErr_Clear();  // a tensor type without detach: a view per call
+    return nullptr;
+  }
+  Array view = ImportExchange(api, nb::steal(detached), target, std::nullopt, batch);
   if (!view.is_view() || !view.is_row_major()) return std::make_shared<const Array>(std::move(view));
   return KeepView(object, std::move(described), std::move(view));
 }

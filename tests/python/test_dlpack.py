@@ -196,14 +196,14 @@ def _storage_holders(storage: torch.UntypedStorage) -> int:
     return torch._C._storage_Use_Count(storage._cdata)
 
 
-def _settled(count: Callable[[], int], expected: int) -> int:
+def _settled(count: Callable[[], int], expected: int, tdev: str) -> int:
     """count(), once it reaches `expected` or 2 s have passed: a view let go
     of on CUDA gives its tensor back when its programs are done, and its
     deleter runs at the next bytecode or import."""
     deadline = time.monotonic() + 2.0
     while count() != expected and time.monotonic() < deadline:
         torch.cuda.synchronize() if torch.cuda.is_available() else None
-        cuxla.from_dlpack(torch.zeros(1))  # runs the queued deleters
+        cuxla.from_dlpack(torch.zeros(1, device=tdev))  # runs the queued deleters
         time.sleep(0.001)
     return count()
 
@@ -216,22 +216,26 @@ def test_call_keeps_one_view_per_tensor_while_its_memory_stays(client, tdev):
     alone = _storage_holders(first)  # t and `first`
     kept = _cuxla.call_view_count()
     assert torch.equal(ct.call(add, t, one)[0].cpu(), torch.ones(6))
+    assert _cuxla.call_view_count() == kept, "a tensor seen once was kept"
+    assert torch.equal(ct.call(add, t, one)[0].cpu(), torch.ones(6))  # seen again: kept
     assert _cuxla.call_view_count() == kept + 2 and _storage_holders(first) == alone + 1
     t.add_(41.0)  # a write in place is seen through the kept view
     assert torch.equal(ct.call(add, t, one)[0].cpu(), torch.full((6,), 42.0))
     assert _cuxla.call_view_count() == kept + 2 and _storage_holders(first) == alone + 1, "a second view was made"
-    t.set_(torch.full((6,), 7.0, device=tdev))  # other memory: a new view, the old one let go of
+    t.set_(torch.full((6,), 7.0, device=tdev))  # other memory: the old view let go of, a new one made
     assert torch.equal(ct.call(add, t, one)[0].cpu(), torch.full((6,), 8.0))
-    assert _settled(lambda: _storage_holders(first), alone - 1) == alone - 1
+    assert _settled(lambda: _storage_holders(first), alone - 1, tdev) == alone - 1
+    assert torch.equal(ct.call(add, t, one)[0].cpu(), torch.full((6,), 8.0))
     assert _cuxla.call_view_count() == kept + 2
     second = t.untyped_storage()
-    before = _storage_holders(second)
+    before = _storage_holders(second)  # t, `second` and the view
     del t
     gc.collect()
     assert _cuxla.call_view_count() == kept + 1, "the view of a dead tensor was kept"
-    assert _settled(lambda: _storage_holders(second), before - 2) == before - 2
+    assert _settled(lambda: _storage_holders(second), before - 2, tdev) == before - 2
     weight = torch.nn.Parameter(torch.full((6,), 2.0, device=tdev))
-    assert torch.equal(ct.call(add, weight, one)[0].cpu(), torch.full((6,), 3.0))
+    for _ in range(2):
+        assert torch.equal(ct.call(add, weight, one)[0].cpu(), torch.full((6,), 3.0))
     assert _cuxla.call_view_count() == kept + 2
     _cuxla.forget_call_views()
     assert _cuxla.call_view_count() == 0
