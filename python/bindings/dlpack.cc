@@ -344,8 +344,8 @@ std::shared_ptr<const Array> CallView(nb::handle object, const ImportTarget& tar
   // The view holds an alias of the tensor, not the tensor: while anything
   // outside holds a PyTorch tensor, PyTorch keeps its Python object alive
   // (PyObject preservation), and the tensor would never die.
-  static const nb::str detach_name("detach");
-  PyObject* detached = PyObject_CallMethodNoArgs(object.ptr(), detach_name.ptr());
+  static PyObject* const detach_name = PyUnicode_InternFromString("detach");  // never freed: outlives Python
+  PyObject* detached = PyObject_CallMethodNoArgs(object.ptr(), detach_name);
   if (detached == nullptr) {
     if (!PyErr_ExceptionMatches(PyExc_AttributeError)) RaisePythonError();
     PyErr_Clear();  // a tensor type without detach: a view per call
