@@ -345,6 +345,7 @@ std::shared_ptr<const Array> CallView(nb::handle object, const ImportTarget& tar
   // outside holds a PyTorch tensor, PyTorch keeps its Python object alive
   // (PyObject preservation), and the tensor would never die.
   static PyObject* const detach_name = PyUnicode_InternFromString("detach");  // never freed: outlives Python
+  if (detach_name == nullptr) return nullptr;  // Python had no memory for it: a view per call
   PyObject* detached = PyObject_CallMethodNoArgs(object.ptr(), detach_name);
   if (detached == nullptr) {
     if (!PyErr_ExceptionMatches(PyExc_AttributeError)) RaisePythonError();
