@@ -10,10 +10,11 @@ namespace {
 // Beyond this many, every kept view is dropped at once and kept afresh.
 constexpr size_t kMaxKept = 4096;
 
-// The tensors seen once, by address and memory: a small table, a newer
+// A tensor seen once: a weak reference to it (another tensor at its address
+// later is not it) and its memory then. Kept in a small table, a newer
 // tensor taking the slot of an older one.
 struct Sighting {
-  PyObject* tensor = nullptr;
+  PyObject* weakref = nullptr;  // owned
   void* data = nullptr;
 };
 constexpr size_t kSightings = 256;
@@ -88,13 +89,28 @@ std::shared_ptr<const Array> KeptView(nb::handle tensor, const DLTensor& now, co
   return it->second.view;
 }
 
+// The object `weakref` refers to (borrowed), or null once it died.
+PyObject* Referent(PyObject* weakref) {
+#if PY_VERSION_HEX >= 0x030D0000
+  PyObject* referent = nullptr;
+  if (PyWeakref_GetRef(weakref, &referent) <= 0) return nullptr;
+  Py_DECREF(referent);  // compared by address only, while the caller holds the tensor
+  return referent;
+#else
+  PyObject* referent = PyWeakref_GetObject(weakref);
+  return referent == Py_None ? nullptr : referent;
+#endif
+}
+
 bool SeenBefore(nb::handle tensor, const DLTensor& now) {
   Sighting& slot = AllViews().seen[(reinterpret_cast<uintptr_t>(tensor.ptr()) >> 4) % kSightings];
-  if (slot.tensor == tensor.ptr() && slot.data == now.data) {
-    slot = Sighting{};
-    return true;
-  }
-  slot = Sighting{tensor.ptr(), now.data};
+  const bool seen = slot.weakref != nullptr && Referent(slot.weakref) == tensor.ptr() && slot.data == now.data;
+  Py_CLEAR(slot.weakref);
+  slot.data = nullptr;
+  if (seen) return true;
+  slot.weakref = PyWeakref_NewRef(tensor.ptr(), nullptr);
+  if (slot.weakref == nullptr) PyErr_Clear();  // no weak references to it: never kept
+  slot.data = now.data;
   return false;
 }
 

@@ -38,10 +38,11 @@ struct TensorDescription {
 std::shared_ptr<const Array> KeptView(nb::handle tensor, const DLTensor& now, const ClientState& state,
                                       const Device& device);
 
-// Whether a view of `tensor` (as `now`) is worth keeping: it was seen before,
-// at this address with this memory. A tensor made for one call (an input, an
-// activation) costs a call no more than a view made per call would; keeping
-// (a detached alias, a weak reference) and dropping it would cost ~5 µs more.
+// Whether a view of `tensor` (as `now`) is worth keeping: this very tensor,
+// alive since, was seen before on this memory. A tensor made for one call
+// (an input, an activation) then costs a call little more than a view made
+// per call (a weak reference); keeping it (a detached alias, a weak
+// reference with a callback) and dropping it at once would cost more.
 bool SeenBefore(nb::handle tensor, const DLTensor& now);
 
 // Keeps `view`, made of `tensor` as `described`, until the tensor dies or

@@ -248,6 +248,19 @@ def test_calls_on_fresh_tensors_keep_no_views_of_dead_ones(client, tdev):
         (out,) = ct.call(add, torch.full((6,), float(i), device=tdev), torch.ones(6, device=tdev))
     assert torch.equal(out.cpu(), torch.full((6,), 1000.0))
     assert _cuxla.call_view_count() == kept
+    # A new tensor object where the one before it lived, on the same memory
+    # (Python reuses the address), is not one seen before: no view is kept.
+    one = torch.ones(6, device=tdev)
+    base = torch.zeros(6, device=tdev)
+    reused = 0
+    for i in range(200):
+        x = base.view(6).fill_(float(i))
+        reused += i > 0 and id(x) == last
+        last = id(x)
+        assert torch.equal(ct.call(add, x, one)[0].cpu(), torch.full((6,), i + 1.0))
+        assert _cuxla.call_view_count() == kept + (i > 0), f"call {i} kept a view of a tensor it saw once"
+        del x
+    assert reused > 0, "no address was reused: the case above was not exercised"
 
 
 def _aligned(values: np.ndarray, alignment: int = 64) -> np.ndarray:
