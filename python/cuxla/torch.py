@@ -31,9 +31,9 @@ def to_torch(array: _cuxla.Array) -> torch.Tensor:
 
 def call(executable: _cuxla.Executable, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """Runs `executable` on PyTorch tensors and returns PyTorch tensors,
-    zero-copy both ways. The XLA view of each tensor is kept while the
-    tensor lives and its memory, shape and strides stay the same, so calling
-    again on the same tensors (a model's weights) makes no new views."""
+    zero-copy both ways. The XLA view of a tensor given again is kept while
+    the tensor lives and its memory, shape and strides stay the same, so
+    calls on the same tensors (a model's weights) make no new views."""
     if _HAS_EXCHANGE_API:
         return _cuxla.call_with(executable, torch.Tensor, *tensors)
     return tuple(torch.from_dlpack(out) for out in executable(*tensors))
