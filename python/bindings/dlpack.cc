@@ -329,16 +329,19 @@ std::shared_ptr<const Array> CallView(nb::handle object, const ImportTarget& tar
   if (api == nullptr || api->dltensor_from_py_object_no_sync == nullptr) return nullptr;
   DLTensor now;
   if (api->dltensor_from_py_object_no_sync(object.ptr(), &now) != 0) RaisePythonError();
+  // Elsewhere than the execution's device, an import is a copy: never kept.
+  const DLDevice own = interop::DLDeviceOf(*target.device);
+  if (now.device.device_type != own.device_type || now.device.device_id != own.device_id) return nullptr;
   const ClientState& state = *target.state;
-  if (now.device.device_type != (state.platform == "cuda" ? kDLCUDA : kDLCPU)) return nullptr;
-  // A kept view is ordered after the producer anew by each execution through
-  // XLA's compute stream; without it, only at its making.
-  if (now.device.device_type == kDLCUDA && state.compute_stream(*target.device).stream == 0) return nullptr;
   if (std::shared_ptr<const Array> kept = KeptView(object, now, state, *target.device)) {
     interop::ImportOptions options;
     OrderAfterProducer(api, state, now.device, batch, options);
     return kept;
   }
+  // A kept view is ordered after the producer anew by each execution through
+  // XLA's compute stream (known for good once probed); without it, only at
+  // its making.
+  if (now.device.device_type == kDLCUDA && state.compute_stream(*target.device).stream == 0) return nullptr;
   if (!SeenBefore(object, now)) return nullptr;
   TensorDescription described(now);  // `now` may not outlive the Python code below
   // The view holds an alias of the tensor, not the tensor: while anything

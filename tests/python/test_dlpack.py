@@ -191,6 +191,7 @@ def test_call_takes_arrays_and_tensors_together_and_releases_views_of_a_failed_c
     gc.collect()
     assert alive() is None, "a failed call kept a view of its tensor"
 
+
 def _storage_holders(storage: torch.UntypedStorage) -> int:
     """How many references `storage` has (PyTorch's count), cuxla's view among them."""
     return torch._C._storage_Use_Count(storage._cdata)
@@ -202,7 +203,8 @@ def _settled(count: Callable[[], int], expected: int, tdev: str) -> int:
     deleter runs at the next bytecode or import."""
     deadline = time.monotonic() + 2.0
     while count() != expected and time.monotonic() < deadline:
-        torch.cuda.synchronize() if torch.cuda.is_available() else None
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
         cuxla.from_dlpack(torch.zeros(1, device=tdev))  # runs the queued deleters
         time.sleep(0.001)
     return count()
