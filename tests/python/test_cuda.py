@@ -206,6 +206,28 @@ def test_cuda_tensor_lands_on_its_local_hardware_id(cuda_client):
         assert a.__dlpack_device__() == (2, index)
 
 
+def test_an_explicit_device_of_the_other_platform_copies_or_refuses(cuda_client):
+    if not _cuxla.find_plugin("cpu", cuxla._client.package_dirs())[0]:
+        pytest.skip("needs the CPU plugin beside the CUDA one")
+    host = cuxla._client.client_for_platform("cpu").devices()[0]
+    gpu = cuda_client.devices()[0]
+    t = torch.zeros(N, device="cuda")
+    torch.cuda._sleep(20_000_000)  # the write below is still pending at the import
+    t.fill_(7.0)
+    copied = cuxla.from_dlpack(t, device=host)
+    assert copied.device.platform == "cpu" and not copied.is_view
+    assert (copied.numpy() == 7.0).all()
+    with pytest.raises(BufferError, match="on cuda:0, not on the requested cpu device 0, and copy=False"):
+        cuxla.from_dlpack(t, device=host, copy=False)
+    h = torch.arange(6.0)
+    uploaded = cuxla.from_dlpack(h, device=gpu)
+    assert uploaded.device.platform == "cuda" and not uploaded.is_view
+    h[0] = 9.0
+    assert ct.to_torch(uploaded).cpu().tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    with pytest.raises(BufferError, match="on cpu:0, not on the requested cuda device 0, and copy=False"):
+        cuxla.from_dlpack(h, device=gpu, copy=False)
+
+
 def test_jax_and_cupy_consume_a_cuxla_array(cuda_client):
     t = torch.arange(8, dtype=torch.float32, device="cuda")
     a = cuxla.from_dlpack(t)

@@ -136,6 +136,20 @@ def test_copy_true_always_copies(tdev):
     assert a.numpy()[0] == 0.0
 
 
+def test_another_cpu_device_views_the_same_host_memory():
+    # Host memory is every CPU device's: device= another CPU device of the
+    # client is no move, so a view there (elsewhere, as on another GPU or
+    # platform, copies or refuses: test_cuda.py, test_multi_gpu.py).
+    if not cuxla._cuxla.find_plugin("cpu", cuxla._client.package_dirs())[0]:
+        pytest.skip("needs the CPU plugin")
+    second = cuxla.Client("cpu", device_count=2).devices()[1]
+    t = torch.arange(6.0)
+    a = cuxla.from_dlpack(t, device=second, copy=False)
+    assert a.is_view and a.device.id == 1 and a.unsafe_buffer_pointer() == t.data_ptr()
+    t[0] = 9.0
+    assert a.numpy()[0] == 9.0
+
+
 def test_misaligned_pointer_is_copied_not_viewed(tdev):
     t = torch.arange(40, dtype=torch.uint8, device=tdev)[1:]  # one byte in
     a = cuxla.from_dlpack(t)

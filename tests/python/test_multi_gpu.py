@@ -1,6 +1,7 @@
 """Several GPUs (scripts/gpu-check on a machine with two or more; skipped on
 fewer): a tensor on any GPU maps to its own XLA device, also when another
-device is current and under CUDA_VISIBLE_DEVICES remapping."""
+device is current and under CUDA_VISIBLE_DEVICES remapping; another GPU asked
+for is a copy."""
 import os
 import subprocess
 import sys
@@ -38,6 +39,17 @@ def test_a_tensor_on_another_gpu_than_the_current_one_round_trips_zero_copy():
         out = ct.to_torch(doubled.shards[0])
         assert out.device == t.device
         assert torch.equal(out.cpu(), 2 * torch.arange(1024, dtype=torch.float32))
+
+
+def test_another_gpu_asked_for_copies_or_refuses():
+    client = cuxla._client.client_for_platform("cuda")
+    other = next(d for d in client.devices() if d.local_hardware_id == 1)
+    t = torch.arange(1024, dtype=torch.float32, device="cuda:0")
+    moved = cuxla.from_dlpack(t, device=other)
+    assert moved.device.local_hardware_id == 1 and not moved.is_view
+    assert np.array_equal(moved.numpy(), np.arange(1024, dtype=np.float32))
+    with pytest.raises(BufferError, match="on cuda:0, not on the requested cuda device"):
+        cuxla.from_dlpack(t, device=other, copy=False)
 
 
 REMAPPED = """
