@@ -55,6 +55,19 @@ void OnTensorDeath(nb::handle weakref) {
   if (it != views.by_tensor.end()) Drop(views, it);
 }
 
+// The object `weakref` refers to (borrowed), or null once it died.
+PyObject* Referent(PyObject* weakref) {
+#if PY_VERSION_HEX >= 0x030D0000
+  PyObject* referent = nullptr;
+  if (PyWeakref_GetRef(weakref, &referent) <= 0) return nullptr;
+  Py_DECREF(referent);  // compared by address only, while the caller holds the tensor
+  return referent;
+#else
+  PyObject* referent = PyWeakref_GetObject(weakref);
+  return referent == Py_None ? nullptr : referent;
+#endif
+}
+
 }  // namespace
 
 TensorDescription::TensorDescription(const DLTensor& tensor)
@@ -87,19 +100,6 @@ std::shared_ptr<const Array> KeptView(nb::handle tensor, const DLTensor& now, co
     return nullptr;
   }
   return it->second.view;
-}
-
-// The object `weakref` refers to (borrowed), or null once it died.
-PyObject* Referent(PyObject* weakref) {
-#if PY_VERSION_HEX >= 0x030D0000
-  PyObject* referent = nullptr;
-  if (PyWeakref_GetRef(weakref, &referent) <= 0) return nullptr;
-  Py_DECREF(referent);  // compared by address only, while the caller holds the tensor
-  return referent;
-#else
-  PyObject* referent = PyWeakref_GetObject(weakref);
-  return referent == Py_None ? nullptr : referent;
-#endif
 }
 
 bool SeenBefore(nb::handle tensor, const DLTensor& now) {

@@ -321,12 +321,14 @@ Array ImportObject(nb::handle object, const ImportTarget& target, std::optional<
   return ImportProtocol(object, target, copy);
 }
 
-// The view cuxla.torch.call keeps of the exchange-API tensor `object`
-// (call_views.h) for an execution on `target`, found or made now; null when
+namespace {
+
+// The view cuxla.torch.call keeps of `object`, a tensor of `api`'s type
+// (call_views.h), for an execution on `target`, found or made now; null when
 // `object` is not one to keep a view of.
-std::shared_ptr<const Array> CallView(nb::handle object, const ImportTarget& target, ImportBatch* batch) {
-  const DLPackExchangeAPI* api = ExchangeApi(Py_TYPE(object.ptr()));
-  if (api == nullptr || api->dltensor_from_py_object_no_sync == nullptr) return nullptr;
+std::shared_ptr<const Array> CallView(nb::handle object, const DLPackExchangeAPI* api, const ImportTarget& target,
+                                      ImportBatch* batch) {
+  if (api->dltensor_from_py_object_no_sync == nullptr) return nullptr;
   DLTensor now;
   if (api->dltensor_from_py_object_no_sync(object.ptr(), &now) != 0) RaisePythonError();
   // Elsewhere than the execution's device, an import is a copy: never kept.
@@ -360,6 +362,8 @@ std::shared_ptr<const Array> CallView(nb::handle object, const ImportTarget& tar
   return KeepView(object, std::move(described), std::move(view));
 }
 
+}  // namespace
+
 Executable::Call PrepareCall(const Executable& executable, const nb::args& args, bool keep_views) {
   const ImportTarget target{executable.state(), &executable.device()};
   ImportBatch batch;
@@ -371,11 +375,12 @@ Executable::Call PrepareCall(const Executable& executable, const nb::args& args,
     if (nb::isinstance<Array>(arg)) {
       arrays.push_back(&nb::cast<const Array&>(arg));
     } else {
-      if (!PyCapsule_CheckExact(arg.ptr()) && ExchangeApi(Py_TYPE(arg.ptr())) == nullptr &&
-          !nb::hasattr(arg, "__dlpack__"))
+      const DLPackExchangeAPI* api = ExchangeApi(Py_TYPE(arg.ptr()));
+      if (!PyCapsule_CheckExact(arg.ptr()) && api == nullptr && !nb::hasattr(arg, "__dlpack__"))
         throw nb::type_error(("argument " + std::to_string(index) + " is a " + nb::type_name(arg.type()).c_str() +
                               ", neither a cuxla.Array nor a DLPack tensor").c_str());
-      if (std::shared_ptr<const Array> view = keep_views ? CallView(arg, target, &batch) : nullptr) {
+      if (std::shared_ptr<const Array> view =
+              keep_views && api != nullptr ? CallView(arg, api, target, &batch) : nullptr) {
         arrays.push_back(kept.emplace_back(std::move(view)).get());
       } else {
         imported.push_back(ImportObject(arg, target, std::nullopt, &batch));
