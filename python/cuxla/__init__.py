@@ -8,6 +8,15 @@ from ._client import Client, asarray, compile, default_client, devices, shard
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str):
+    # cuxla.dynamo, cuxla.torch and cuxla.parallel import PyTorch: loaded on first use.
+    if name in ("dynamo", "torch", "parallel"):
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'cuxla' has no attribute {name!r}")
+
 __all__ = [
     "Array",
     "Client",

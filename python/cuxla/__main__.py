@@ -13,15 +13,24 @@ def main(argv: list[str] | None = None) -> int:
     demo = commands.add_parser("demo", help="arrays, a compiled program, results and timings")
     demo.add_argument("--platform", choices=["cuda", "cpu"], help="default: CUDA if present, else CPU")
     bench = commands.add_parser("bench", help="benchmarks: table, JSON and a PNG plot")
-    bench.add_argument("what", choices=["handoff", "train", "scale"],
+    bench.add_argument("what", choices=["handoff", "train", "scale", "models"],
                        help="handoff: PyTorch <-> XLA, beside JAX and copies; train: eager/inductor/cuxla; "
-                            "scale: data-parallel steps over 1, 2, 4... devices")
+                            "scale: data-parallel steps over 1, 2, 4... devices; models: the Hugging Face zoo "
+                            "of PyTorch's dynamo benchmarks, eager vs cuxla, one process per model")
     bench.add_argument("--max-bytes", type=int, help="largest tensor (default 1 GiB on CUDA, 256 MiB on CPU)")
-    bench.add_argument("--out", default="bench-results", help="folder for handoff.md/.json/.png")
+    bench.add_argument("--out", default="bench-results", help="folder for WHAT.md/.json/.png")
     bench.add_argument("--budget", type=float, default=1.0, help="seconds per measurement (at least 5 runs)")
-    bench.add_argument("--models", default="mlp,cnn,bert", help="train: models (mlp, cnn, bert)")
+    bench.add_argument("--models", help="train, scale: models (default mlp,cnn,bert); "
+                                        "models: zoo names (python -m cuxla._zoo list; default all)")
     bench.add_argument("--backends", default="eager,inductor,cuxla", help="train: torch.compile backends")
-    bench.add_argument("--steps", type=int, default=20, help="train, scale: steps per model and backend")
+    bench.add_argument("--steps", type=int, help="steps per model and backend (train, scale: 20; models: 3)")
+    bench.add_argument("--jobs", type=int, default=1, help="models: models run at once")
+    bench.add_argument("--timeout", type=float, default=600, help="models: seconds per model")
+    bench.add_argument("--dropout", choices=["zero", "default"], default="zero",
+                       help="models: every dropout probability 0 (default), or the configs' own")
+    bench.add_argument("--tolerance", type=float, default=1e-4,
+                       help="models: largest relative difference of losses and parameters that passes")
+    bench.add_argument("--subset", choices=["ci"], help="models: ci = a few models, about 2 minutes on 2 cores")
     args = parser.parse_args(argv)
 
     if args.command == "info":

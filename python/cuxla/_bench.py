@@ -1,7 +1,8 @@
-"""`python -m cuxla bench handoff|train|scale`: PyTorch <-> XLA handoffs side
-by side; training step and compile times of torch.compile backends; the
-data-parallel step over 1, 2, 4... devices. Each writes a table (Markdown,
-JSON) and a plot (PNG).
+"""`python -m cuxla bench handoff|train|scale|models`: PyTorch <-> XLA handoffs
+side by side; training step and compile times of torch.compile backends; the
+data-parallel step over 1, 2, 4... devices; the model zoo (cuxla._zoo)
+trained eager and under cuxla, compared. Each writes a table (Markdown, JSON)
+and a plot (PNG).
 
 handoff:
 
@@ -13,6 +14,7 @@ the table as it goes, and writes a table (Markdown, JSON) and a plot (PNG).
 """
 from __future__ import annotations
 
+import collections
 import json
 import os
 import pathlib
@@ -288,10 +290,16 @@ def _write(rows: list[dict], sizes: list[int], card: str, out_dir: pathlib.Path)
 
 
 def main(args) -> int:
+    if args.what == "models":
+        from . import _zoo
+
+        names = args.models.split(",") if args.models else _zoo.CI_SUBSET if args.subset == "ci" else list(_zoo.MODELS)
+        return models(names, args.steps or 3, args.jobs, args.timeout, args.out, args.dropout, args.tolerance)
+    workloads, steps = (args.models or "mlp,cnn,bert").split(","), args.steps or 20
     if args.what == "train":
-        return train(args.models.split(","), args.backends.split(","), args.steps, args.out)
+        return train(workloads, args.backends.split(","), steps, args.out)
     if args.what == "scale":
-        return scale(args.models.split(","), args.steps, args.out)
+        return scale(workloads, steps, args.out)
     return handoff(args.max_bytes, args.out, args.budget)
 
 
@@ -437,3 +445,124 @@ def _write_train(rows: list[dict], card: str, out_dir: pathlib.Path) -> None:
         ax.legend(fontsize=8)
     fig.suptitle(f"Training with torch.compile backends, {card}")
     _save(out_dir, "train", card, rows, lines, fig)
+
+
+VERDICT_COLOURS = {"pass": "tab:green", "wrong result": "tab:orange", "error": "tab:red",
+                   "eager failed": "tab:purple", "timeout": "tab:brown", "crashed": "black",
+                   "not in transformers": "lightgrey"}
+
+
+def models(names: list[str], steps: int = 3, jobs: int = 1, timeout_s: float = 600, out_dir: str = "bench-results",
+           dropout: str = "zero", tolerance: float = 1e-4) -> int:
+    """The model zoo, eager against cuxla, each model in a child process
+    (`python -m cuxla._zoo run`), `jobs` at a time."""
+    import concurrent.futures
+
+    # The children share the cores rather than each taking all of them.
+    threads = str(max(1, (os.cpu_count() or 1) // jobs))
+    command = ["--steps", str(steps), "--dropout", dropout, "--tolerance", str(tolerance)]
+    print(f"cuxla bench models: {len(names)} models, {steps} AdamW steps each, eager vs cuxla, "
+          f"{jobs} at a time, {timeout_s:g} s each at most", flush=True)
+    started = time.perf_counter()
+    rows: dict[str, dict] = {}
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+        futures = {pool.submit(_run_child, name, command, timeout_s, threads): name for name in names}
+        for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
+            row = rows[futures[future]] = future.result()
+            print(f"[{done:2d}/{len(names)}] {row['model']:40s} {row['verdict']:19s} {row['wall_s']:6.1f} s  "
+                  f"{row['detail']}", flush=True)
+    ordered = [rows[name] for name in names]
+    print(f"{len(names)} models in {time.perf_counter() - started:.0f} s")
+    _write_models(ordered, steps, dropout, tolerance, pathlib.Path(out_dir))
+    return 0
+
+
+def _run_child(name: str, options: list[str], timeout_s: float, threads: str) -> dict:
+    """One model's row: the child's JSON line, or what became of the child."""
+    import signal
+    import subprocess
+
+    start = time.perf_counter()
+    # A session of its own, so that a timeout kills whatever the child started too.
+    child = subprocess.Popen([sys.executable, "-m", "cuxla._zoo", "run", name, *options], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True,
+                             env={**os.environ, "OMP_NUM_THREADS": threads})
+    try:
+        out, err = child.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        out, err = child.communicate()
+        row = {"verdict": "timeout", "detail": f"no result after {timeout_s:g} s"}
+    else:
+        row = _last_json_line(out)
+        if child.returncode or row is None:
+            how = (f"signal {signal.Signals(-child.returncode).name}" if child.returncode < 0
+                   else f"exit code {child.returncode}")
+            last = next((line for line in reversed(err.splitlines()) if line.strip()), "")
+            row = {"verdict": "crashed", "detail": f"{how}: {last.strip()}"[:200]}
+    if row["verdict"] in ("timeout", "crashed", "error", "eager failed"):
+        row["log_tail"] = err.splitlines()[-30:]
+    return {"model": name, **row, "wall_s": time.perf_counter() - start}
+
+
+def _last_json_line(out: str) -> dict | None:
+    for line in reversed(out.splitlines()):
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                return None
+    return None
+
+
+def _cell(value, form: str) -> str:
+    return "-" if value is None else format(value, form)
+
+
+def _top_fallbacks(row: dict) -> str:
+    return ", ".join(f"{f['op'].removeprefix('aten.')} ×{f['count']}" for f in (row.get("fallbacks") or [])[:3])
+
+
+def _write_models(rows: list[dict], steps: int, dropout: str, tolerance: float, out_dir: pathlib.Path) -> None:
+    card = next((r["device_name"] for r in rows if r.get("device_name")), "?")
+    cuda = any(r.get("peak_mib_cuxla") is not None for r in rows)
+    passed = sum(r["verdict"] == "pass" for r in rows)
+    one_program = sum(bool(r.get("graphs")) and r.get("xla_programs") == r.get("graphs") for r in rows)
+    most_in_xla = sum((r.get("xla_op_share") or 0) >= 0.98 for r in rows)
+    verdicts = ", ".join(f"{v} {n}" for v, n in collections.Counter(r["verdict"] for r in rows).most_common())
+    summary = (f"**{passed} of {len(rows)} pass**; {one_program} with one XLA program per graph; "
+               f"{most_in_xla} with >= 98% of ATen ops in XLA ({verdicts})")
+    lines = [f"Model zoo on {card}: {steps} AdamW steps (lr 1e-3), eager vs torch.compile(backend=\"cuxla\"), "
+             f"batch 2 x 16, small configs, random weights, dropout {dropout}. Pass: losses at every step and "
+             f"parameters after the last within {tolerance:g} relative (parameters: max|a - b| over the model's "
+             f"largest |a|). Compile: first cuxla step minus the median later step.", "", summary, "",
+             "| model | verdict | XLA programs / graph | ATen ops in XLA | compile (s) | step eager (ms) | "
+             "step cuxla (ms) |" + (" peak torch / XLA (MiB) |" if cuda else "") + " top fallbacks | detail |",
+             "|---|---|---|---|---|---|---|" + ("---|" if cuda else "") + "---|---|"]
+    for r in rows:
+        share = r.get("xla_op_share")
+        ops = "-" if share is None else f"{100 * share:.1f}% ({r['xla_ops']}/{r['aten_ops']})"
+        peak = f" {_cell(r.get('peak_mib_cuxla'), '.0f')} / {_cell(r.get('peak_mib_xla'), '.0f')} |" if cuda else ""
+        detail = r["detail"].replace("|", "\\|")
+        lines.append(f"| {r['model']} | {r['verdict']} | {_cell(r.get('programs_per_graph'), '.2g')} | {ops} | "
+                     f"{_cell(r.get('compile_s'), '.1f')} | {_cell(r.get('step_ms_eager'), '.1f')} | "
+                     f"{_cell(r.get('step_ms_cuxla'), '.1f')} |{peak} {_top_fallbacks(r)} | {detail} |")
+    print("\n" + summary)
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 1.5 + 0.24 * len(rows)))
+    ys = range(len(rows))[::-1]  # the first model on top
+    shares = [100 * (r.get("xla_op_share") or 0) for r in rows]
+    ax.barh(ys, shares, color=[VERDICT_COLOURS.get(r["verdict"], "grey") for r in rows])
+    for y, r, share in zip(ys, rows, shares):
+        if r.get("xla_op_share") is None:
+            ax.text(1, y, "n/a", va="center", fontsize=7)
+    ax.set_yticks(list(ys), [r["model"] for r in rows], fontsize=7)
+    ax.axvline(98, color="grey", linestyle=":")
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("ATen ops of the compiled graphs that run in XLA (%)")
+    ax.set_title(f"Model zoo, eager vs cuxla, {card}: {passed} of {len(rows)} pass", fontsize=10)
+    seen = dict.fromkeys(r["verdict"] for r in rows)
+    ax.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=VERDICT_COLOURS.get(v, "grey")) for v in seen],
+              labels=list(seen), fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    _save(out_dir, "models", card, rows, lines, fig)

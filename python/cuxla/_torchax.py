@@ -10,8 +10,16 @@
   guard, and both fail ("PyTorch is not linked with support for jax
   devices"). cuxla only uses torchax to trace graphs into JAX, never as a
   device, so both registrations are skipped while torchax is imported.
+- torchax's environment draws a JAX random key when it is made (and again
+  on each new thread), which makes JAX create its clients, CUDA's with its
+  default preallocation of 75% of the GPU. cuxla's environment holds no key:
+  a program that draws random numbers gets its key as an input (see dynamo).
+- Lowering touches no device: it runs under a one-device abstract mesh, with
+  a stand-in default device that names the platform, so that `jax.jit`'s
+  lowering never asks JAX for its devices (which would create its clients).
 - Lowering runs with 64-bit types enabled (PyTorch's int64 and float64 stay
   64-bit) and matrix products at full precision, as in eager PyTorch.
+- cuxla's own lowerings (fused attention) are added to torchax's ops.
 """
 from __future__ import annotations
 
@@ -57,25 +65,67 @@ def _no_device_registration():
         torch.utils.rename_privateuse1_backend, torch._register_device_module = rename, register
 
 
+@contextlib.contextmanager
+def _no_random_key():
+    import jax
+
+    make_key = jax.random.key
+    jax.random.key = lambda seed: None
+    try:
+        yield
+    finally:
+        jax.random.key = make_key
+
+
 @functools.cache
 def environment():
-    """torchax's environment, built once."""
+    """torchax's environment, built once, holding no random key; also
+    torchax's default environment, so that torchax never makes another."""
     with _missing_overloads_as_placeholders() as missing, _no_device_registration():
         import torchax
+        from torchax import ops
+        from torchax.tensor import Environment, RuntimeProperty, _PropertyHolder
 
-        env = torchax.default_env()
+        with _no_random_key():
+            env = Environment()
+    env._property = _PropertyHolder(lambda: RuntimeProperty(mesh=None, prng=None, autocast_dtype=None))
+    torchax._env = env
+    from ._attention import LOWERINGS
+
+    for target, lowering in LOWERINGS.items():
+        env._ops[target] = ops.ops_registry.Operator(
+            target, lowering, is_jax_function=True, is_user_defined=True, needs_env=False, is_view_op=False)
     if missing:
         log.debug("torchax names overloads this PyTorch lacks: %s", ", ".join(missing))
     return env
 
 
-@contextlib.contextmanager
-def lowering_context():
-    """64-bit types and full-precision matrix products while tracing."""
-    import jax
+class _LoweringOnlyClient:
+    """What `jax.jit`'s lowering reads of a device's client: its platform."""
 
+    runtime_type = "cuxla-lowering"
+
+    def __init__(self, platform: str):
+        self.platform = platform
+
+
+class _LoweringOnlyDevice:  # the name must contain "Device" for jax.default_device to take it
+    def __init__(self, platform: str):
+        self.client = _LoweringOnlyClient(platform)
+
+
+@contextlib.contextmanager
+def lowering_context(platform: str, mesh=None):
+    """Tracing for `platform` ("cpu" or "cuda") without JAX devices, on
+    `mesh` (a JAX AbstractMesh; default one device), with 64-bit types and
+    full-precision matrix products."""
+    import jax
+    from jax.sharding import AbstractMesh
+
+    mesh = mesh if mesh is not None else AbstractMesh((1,), ("_",))
     x64 = jax.enable_x64(True) if hasattr(jax, "enable_x64") else jax.experimental.enable_x64()
-    with x64, jax.default_matmul_precision("highest"):
+    with (x64, jax.default_matmul_precision("highest"), jax.sharding.use_abstract_mesh(mesh),
+          jax.default_device(_LoweringOnlyDevice(platform))):
         yield
 
 
@@ -86,6 +136,16 @@ def has_lowering(target) -> bool:
         return True
     except Exception:  # torchax's OperatorNotFound, or a target it cannot look up
         return False
+
+
+def drop_device_moves(graph: torch.fx.GraphModule) -> None:
+    """Inside one XLA program every tensor is on the program's device: a
+    copy "to" a device (what `.to(tensor.device)` traces to) is a dtype
+    conversion at most, and torchax cannot name PyTorch devices."""
+    for node in graph.graph.nodes:
+        if node.target is torch.ops.aten._to_copy.default and "device" in node.kwargs:
+            node.kwargs = {k: v for k, v in node.kwargs.items() if k != "device"}
+    graph.recompile()
 
 
 def jax_dtype(dtype: torch.dtype):

@@ -1,17 +1,24 @@
 """torch.compile(model, backend="cuxla"): PyTorch graphs run by XLA.
 
-Dynamo hands each graph to AOTAutograd, which gives a forward and (when
-training) a backward ATen graph. Each is partitioned: groups of ops that
-torchax can lower become one XLA program each (traced to StableHLO by JAX,
-compiled by cuxla's own PJRT client, run through `cuxla.torch.call`, so
-their inputs and outputs are handed over zero-copy); the rest (ops torchax
-cannot lower, random ops, non-tensor values) runs in eager PyTorch. What fell
-back, and why, is in `report()` and logged on "cuxla.dynamo".
+Dynamo hands each graph to AOTAutograd, which decomposes it to core ATen ops
+(PyTorch's own tables; attention to cuxla's fused pair, `_attention`) and
+gives a forward and (when training) a backward graph. Each graph becomes one
+XLA program when every op lowers: traced to StableHLO through torchax and JAX
+without touching a JAX device, compiled by cuxla's own PJRT client, run
+through `cuxla.torch.call`, so its inputs and outputs are handed over
+zero-copy. Ops that cannot run in XLA (no lowering, a lowering that raises,
+a dtype XLA lacks) split the graph: groups of the others become programs, the
+rest runs in eager PyTorch. A graph nothing lowers runs in eager PyTorch.
+What ran where, and why, is in `report()` and logged on "cuxla.dynamo".
+
+Random ops run in XLA, drawn from a seed that PyTorch's generator gives
+each call (so `torch.manual_seed` repeats a run, with other numbers than
+eager PyTorch's); `fallback_random = True` keeps them in PyTorch instead.
 """
 from __future__ import annotations
 
 import collections
-import copy
+import contextlib
 import logging
 import operator
 import threading
@@ -21,19 +28,22 @@ from typing import Any, Callable, Sequence
 import torch
 import torch.fx
 from functorch.compile import make_boxed_func
+from torch._decomp import core_aten_decompositions
 from torch._dynamo.backends.common import aot_autograd
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupport
 
 import cuxla
 
-from . import _torchax
+from . import _attention, _torchax
 from . import torch as cuxla_torch
 
 log = logging.getLogger("cuxla.dynamo")
 
-# Random ops: XLA would draw other numbers than PyTorch (and a traced key
-# would repeat them every call), so they stay in PyTorch.
+fallback_random = False
+"""True: random ops run in PyTorch, drawing eager PyTorch's numbers bit for
+bit (the graph is split around them). Read when a graph is compiled."""
+
 _RANDOM_TAG = torch.Tag.nondeterministic_seeded
 
 # Ops whose torchax 0.0.13 lowering gives other numbers than PyTorch (found
@@ -45,16 +55,15 @@ _WRONG_LOWERINGS = {
 }
 
 _lock = threading.Lock()
-# Ops whose lowering raised when traced (torchax bugs, signature drift),
-# learned while compiling: target -> reason.
-_failed_lowerings: dict[Any, str] = {}
 _fallbacks: collections.Counter[tuple[str, str]] = collections.Counter()
-_stats = {"graphs": 0, "xla_programs": 0, "lowering_s": 0.0, "compile_s": 0.0}
+_STATS = {"graphs": 0, "xla_programs": 0, "aten_ops": 0, "xla_ops": 0, "lowering_s": 0.0, "compile_s": 0.0}
+_stats = dict(_STATS)
 
 
 def report() -> dict[str, Any]:
-    """What the backend did so far: graphs seen, XLA programs made, time spent
-    lowering and compiling, and every op that fell back to PyTorch, with why."""
+    """What the backend did so far: graphs compiled, XLA programs made, ATen
+    ops in those graphs and how many of them run in XLA, time spent lowering
+    and compiling, and every op that runs in PyTorch, with why."""
     with _lock:
         return {
             **_stats,
@@ -65,7 +74,25 @@ def report() -> dict[str, Any]:
 def reset_report() -> None:
     with _lock:
         _fallbacks.clear()
-        _stats.update(graphs=0, xla_programs=0, lowering_s=0.0, compile_s=0.0)
+        _stats.update(_STATS)
+
+
+def _record(ops: int, xla_ops: int, kept: dict[str, str]) -> None:
+    """One compiled graph's share in the report."""
+    with _lock:
+        _stats["graphs"] += 1
+        _stats["aten_ops"] += ops
+        _stats["xla_ops"] += xla_ops
+        for (op, reason), n in collections.Counter(kept.values()).items():
+            _fallbacks[(op, reason)] += n
+    for op, reason in set(kept.values()):
+        log.info("falls back to PyTorch: %s (%s)", op, reason)
+
+
+def _decompositions() -> dict:
+    table = core_aten_decompositions()
+    table.update(_attention.DECOMPOSITIONS)
+    return table
 
 
 def _tensor_meta(node: torch.fx.Node) -> list[torch.Tensor]:
@@ -74,17 +101,19 @@ def _tensor_meta(node: torch.fx.Node) -> list[torch.Tensor]:
     return [v for v in values if isinstance(v, torch.Tensor)]
 
 
+def _is_random(node: torch.fx.Node) -> bool:
+    return isinstance(node.target, torch._ops.OpOverload) and _RANDOM_TAG in node.target.tags
+
+
 def _why_not(node: torch.fx.Node) -> str | None:
     """None when XLA can run `node`, else the reason it cannot."""
     target = node.target
-    if isinstance(target, torch._ops.OpOverload) and _RANDOM_TAG in target.tags:
-        return "random op: stays in PyTorch so that it draws PyTorch's numbers"
+    if fallback_random and _is_random(node):
+        return "random op: kept in PyTorch (cuxla.dynamo.fallback_random)"
     if target in _WRONG_LOWERINGS:
         return "torchax's lowering disagrees with PyTorch"
-    if target in _failed_lowerings:
-        return _failed_lowerings[target]
     if not _torchax.has_lowering(target):
-        return "no torchax lowering"
+        return "no lowering"
     value = node.meta.get("val")
     if value is None or any(not isinstance(v, torch.Tensor) for v in (value if isinstance(value, (list, tuple)) else [value])):
         return "produces a non-tensor value"
@@ -96,54 +125,63 @@ def _why_not(node: torch.fx.Node) -> str | None:
 
 
 class _Supported(OperatorSupport):
-    """XLA runs what `_why_not` allows; `kept` holds the reasons for the rest."""
+    """XLA runs what `_why_not` allows and what did not fail to lower in
+    this graph (`ruled_out`: node name -> reason); `kept` holds the reasons
+    for the rest (node name -> (op, reason))."""
 
-    def __init__(self):
+    def __init__(self, ruled_out: dict[str, str]):
         super().__init__()
-        self.kept: dict[torch.fx.Node, str] = {}
+        self.ruled_out = ruled_out
+        self.kept: dict[str, tuple[str, str]] = {}
 
     def is_node_supported(self, submodules, node: torch.fx.Node) -> bool:
         if node.op != "call_function" or node.target is operator.getitem:
             return node.target is operator.getitem
-        reason = _why_not(node)
+        reason = self.ruled_out.get(node.name) or _why_not(node)
         if reason is not None:
-            self.kept[node] = reason
+            self.kept[node.name] = (str(node.target), reason)
         return reason is None
-
-    def record(self) -> None:
-        """Adds the ops kept in PyTorch to the report, once per compiled graph."""
-        with _lock:
-            for node, reason in self.kept.items():
-                _fallbacks[(str(node.target), reason)] += 1
-        for node, reason in self.kept.items():
-            log.info("falls back to PyTorch: %s (%s)", node.target, reason)
 
 
 class _XlaProgram:
-    """One graph (or partition) traced to StableHLO and compiled by cuxla."""
+    """One graph (or partition) traced to StableHLO and compiled by cuxla.
+    A graph with random ops takes one more input, the seed of its draws."""
 
     def __init__(self, gm: torch.fx.GraphModule, inputs: Sequence[torch.Tensor], count: bool = True):
         env = _torchax.environment()
         import jax
 
+        gm = _copy(gm)
+        _torchax.drop_device_moves(gm)
+        self.constants = _constants_as_inputs(gm)
+        inputs = [*inputs, *self.constants]
+        self.random = any(_is_random(n) for n in gm.graph.nodes if n.op == "call_function")
+
         def run_graph(*jax_args):
-            with env:
-                outputs = gm(*env.j2t_iso(jax_args))
+            seeded = contextlib.nullcontext()
+            if self.random:
+                *jax_args, seed = jax_args
+                seeded = env.override_property(prng=jax.random.PRNGKey(seed))
+            with env, seeded:
+                outputs = gm(*env.j2t_iso(tuple(jax_args)))
             outputs = outputs if isinstance(outputs, (list, tuple)) else (outputs,)
             return env.t2j_iso(tuple(outputs))
 
         specs = [jax.ShapeDtypeStruct(tuple(t.shape), _torchax.jax_dtype(t.dtype)) for t in inputs]
+        if self.random:
+            specs.append(jax.ShapeDtypeStruct((), jax.numpy.int64))
+        self.device = _device_of(gm, inputs)
+        platform = "cuda" if self.device.type == "cuda" else "cpu"
         start = time.perf_counter()
-        with _torchax.lowering_context():
+        with _torchax.lowering_context(platform):
             # keep_unused: the program takes every input the graph is called with.
-            lowered = jax.jit(run_graph, keep_unused=True).lower(*specs)
+            lowered = jax.jit(run_graph, keep_unused=True).trace(*specs).lower(lowering_platforms=(platform,))
             program = lowered.as_text()
             # Outputs that are not tensors (None gradients) are not in the
             # program: remember where they go.
             out_tree = lowered.out_info
         lowered_at = time.perf_counter()
         self.out_slots = [o is not None for o in out_tree]
-        platform = "cuda" if inputs and inputs[0].device.type == "cuda" else "cpu"
         self.executable = cuxla.compile(program, client=cuxla._client.client_for_platform(platform))
         if not count:
             return
@@ -153,29 +191,80 @@ class _XlaProgram:
             _stats["compile_s"] += time.perf_counter() - lowered_at
 
     def __call__(self, *args: torch.Tensor) -> list[torch.Tensor | None]:
+        args = (*args, *self.constants)
+        if self.random:
+            # PyTorch's generator for the device gives the seed: manual_seed repeats the draws.
+            args = (*args, torch.randint(-2**63, 2**63 - 1, (), dtype=torch.int64, device=self.device))
         produced = iter(cuxla_torch.call(self.executable, *args))
         return [next(produced) if slot else None for slot in self.out_slots]
+
+
+def _constants_as_inputs(gm: torch.fx.GraphModule) -> list[torch.Tensor]:
+    """Turns the graph's tensor constants into inputs after its own, and
+    returns them: a constant traced into the program would be a host value
+    (and JAX would make a device to hold it); as an input it is handed over
+    zero-copy at each call."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    constants = []
+    for node in [n for n in gm.graph.nodes if n.op == "get_attr"]:
+        value = getattr(gm, node.target)
+        if not isinstance(value, torch.Tensor):
+            continue
+        anchor = placeholders[-1] if placeholders else None
+        with gm.graph.inserting_after(anchor) if anchor is not None else gm.graph.inserting_before(None):
+            placeholder = gm.graph.placeholder(f"constant_{len(constants)}")
+        placeholder.meta["val"] = value
+        node.replace_all_uses_with(placeholder)
+        gm.graph.erase_node(node)
+        placeholders.append(placeholder)
+        constants.append(value)
+    gm.recompile()
+    return constants
+
+
+def _device_of(gm: torch.fx.GraphModule, inputs: Sequence[torch.Tensor]) -> torch.device:
+    """The device a graph runs on: its inputs', else its outputs' (a graph
+    that only makes tensors), else the CPU."""
+    if inputs:
+        return inputs[0].device
+    for node in gm.graph.nodes:
+        for t in _tensor_meta(node):
+            return t.device
+    return torch.device("cpu")
 
 
 def _example_values(gm: torch.fx.GraphModule) -> list:
     return [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
 
 
+def _aten_ops(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    return [n for n in gm.graph.nodes if n.op == "call_function" and n.target is not operator.getitem]
+
+
 def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable:
-    """AOTAutograd's forward/backward compiler: XLA programs for what torchax
-    lowers, eager PyTorch for the rest; called with boxed arguments (one list)."""
-    return make_boxed_func(_compile(gm, example_inputs))
-
-
-def _compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable:
-    with _lock:
-        _stats["graphs"] += 1
-    while True:  # until every partition lowers: each failure rules out an op
+    """AOTAutograd's forward/backward compiler: one XLA program when every op
+    lowers, XLA programs and eager PyTorch otherwise, eager PyTorch when
+    nothing lowers; called with boxed arguments (one list). Never raises for
+    a graph it cannot lower: that graph runs in PyTorch, reported."""
+    ruled_out: dict[str, str] = {}
+    while True:  # until every partition lowers: each failure rules out ops of this graph
         try:
-            return _partition_and_lower(gm, example_inputs)
+            return make_boxed_func(_partition_and_lower(gm, example_inputs, ruled_out))
         except _LoweringFailed as failure:
-            if not _rule_out_failing_ops(failure.graph):
-                raise failure.__cause__ from None
+            if _rule_out_failing_ops(failure.graph, ruled_out):
+                continue
+            error = failure.__cause__
+        except Exception as unexpected:  # a partitioner or tracing error: the graph still runs
+            error = unexpected
+        reason = f"the graph did not lower: {_one_line(error)}"
+        log.warning("a graph of %d ops runs in PyTorch: %s", len(_aten_ops(gm)), reason)
+        _record(len(_aten_ops(gm)), 0, {n.name: (str(n.target), reason) for n in _aten_ops(gm)})
+        return make_boxed_func(gm)
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}"
 
 
 class _LoweringFailed(Exception):
@@ -183,16 +272,27 @@ class _LoweringFailed(Exception):
         self.graph = graph
 
 
-def _partition_and_lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable:
-    supported = _Supported()
-    partitioner = CapabilityBasedPartitioner(copy.deepcopy(gm), supported, allows_single_node_partition=True)
+def _copy(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """A new graph module over the same attributes (tensor constants are
+    shared, not copied: a deep copy of a graph holding constants fails)."""
+    graph = torch.fx.Graph()
+    graph.output(graph.graph_copy(gm.graph, {}))
+    return torch.fx.GraphModule(gm, graph)
+
+
+def _partition_and_lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
+                         ruled_out: dict[str, str]) -> Callable:
+    supported = _Supported(ruled_out)
+    partitioner = CapabilityBasedPartitioner(_copy(gm), supported, allows_single_node_partition=True)
     partitions = partitioner.propose_partitions()
-    every_op = [n for n in gm.graph.nodes if n.op == "call_function"]
-    whole = len(partitions) == 1 and len(partitions[0].nodes) == len(every_op)
-    if whole and all(isinstance(v, torch.Tensor) for v in example_inputs):
-        return _lower(gm, example_inputs)
+    every_op = _aten_ops(gm)
+    in_xla = sum(1 for p in partitions for n in p.nodes if n.op == "call_function" and n.target is not operator.getitem)
+    if in_xla == len(every_op) and len(partitions) == 1 and all(isinstance(v, torch.Tensor) for v in example_inputs):
+        program = _lower(gm, list(example_inputs))
+        _record(len(every_op), in_xla, {})
+        return program
     if not partitions:
-        supported.record()
+        _record(len(every_op), 0, supported.kept)
         return gm
     fused = partitioner.fuse_partitions(partitions)
     for name, submodule in list(fused.named_children()):
@@ -200,10 +300,13 @@ def _partition_and_lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
             continue
         values = _example_values(submodule)
         if not all(isinstance(v, torch.Tensor) for v in values):
+            for node in _aten_ops(submodule):
+                supported.kept[node.name] = (str(node.target), "a partition input is not a tensor")
+            in_xla -= len(_aten_ops(submodule))
             continue  # stays eager
         setattr(fused, name, _Runner(_lower(submodule, values)))
     fused.recompile()
-    supported.record()
+    _record(len(every_op), in_xla, supported.kept)
     return fused
 
 
@@ -214,12 +317,12 @@ def _lower(gm: torch.fx.GraphModule, inputs: Sequence[torch.Tensor]) -> "_XlaPro
         raise _LoweringFailed(gm) from error
 
 
-def _rule_out_failing_ops(gm: torch.fx.GraphModule) -> bool:
+def _rule_out_failing_ops(gm: torch.fx.GraphModule, ruled_out: dict[str, str]) -> bool:
     """Lowers each op of `gm` alone; those that fail are kept in PyTorch
-    from now on. False when none fails alone."""
+    for the rest of this graph's compile. False when none fails alone."""
     found = False
-    for node in gm.graph.nodes:
-        if node.op != "call_function" or node.target is operator.getitem or node.target in _failed_lowerings:
+    for node in _aten_ops(gm):
+        if node.name in ruled_out:
             continue
         single, values = _single_op_graph(node)
         if single is None:
@@ -227,10 +330,7 @@ def _rule_out_failing_ops(gm: torch.fx.GraphModule) -> bool:
         try:
             _XlaProgram(single, values, count=False)
         except Exception as error:
-            reason = f"torchax's lowering failed: {type(error).__name__}: {str(error).splitlines()[0][:160]}"
-            with _lock:
-                _failed_lowerings[node.target] = reason
-            log.info("falls back to PyTorch: %s (%s)", node.target, reason)
+            ruled_out[node.name] = f"its lowering failed: {_one_line(error)[:200]}"
             found = True
     return found
 
@@ -264,6 +364,6 @@ class _Runner(torch.nn.Module):
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
-backend = aot_autograd(fw_compiler=compile_graph, bw_compiler=compile_graph)
+backend = aot_autograd(fw_compiler=compile_graph, bw_compiler=compile_graph, decompositions=_decompositions())
 """The backend object: `torch.compile(model, backend="cuxla")` finds it through
 the `torch_dynamo_backends` entry point; `backend=cuxla.dynamo.backend` works too."""

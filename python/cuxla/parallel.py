@@ -53,7 +53,7 @@ class DataParallel:
         with sdpa_kernel(SDPBackend.MATH):
             graph = make_fx(torch_loss, decomposition_table=core_aten_decompositions())(
                 params, buffers, list(example_batch))
-        _drop_device_moves(graph)
+        _torchax.drop_device_moves(graph)
 
         def loss_of(jax_params, jax_buffers, jax_batch):
             with env:
@@ -71,7 +71,7 @@ class DataParallel:
         def spec(t: torch.Tensor):
             return jax.ShapeDtypeStruct(tuple(t.shape), _torchax.jax_dtype(t.dtype))
 
-        with _torchax.lowering_context():
+        with _torchax.lowering_context(mesh.devices[0].platform, abstract):
             lowered = jax.jit(step, in_shardings=([replicated] * len(params), [replicated] * len(buffers),
                                                   [split] * len(example_batch)),
                               out_shardings=(replicated, [replicated] * len(params))).trace(
@@ -106,14 +106,3 @@ class DataParallel:
         """The current parameters, as PyTorch tensors of the first device's
         replica (zero-copy)."""
         return {name: cuxla_torch.to_torch(p.shards[0]) for name, p in zip(self.names, self._params)}
-
-
-def _drop_device_moves(graph: torch.fx.GraphModule) -> None:
-    """Inside one XLA program every tensor is on the partition's device: a
-    copy "to" a device (what `.to(tensor.device)` traces to) is a dtype
-    conversion at most, and torchax cannot name PyTorch devices."""
-    for node in graph.graph.nodes:
-        if node.target is torch.ops.aten._to_copy.default and "device" in node.kwargs:
-            node.kwargs = {k: v for k, v in node.kwargs.items() if k != "device"}
-    graph.recompile()
-

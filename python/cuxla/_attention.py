@@ -1,0 +1,199 @@
+"""Scaled-dot-product attention as one pair of ops, `cuxla::attention` and
+`cuxla::attention_backward`, to which every ATen attention kernel (CPU flash,
+CUDA flash, memory-efficient, cuDNN) decomposes in the compiled graphs.
+
+PyTorch picks its kernel by device, dtype and mask, and each kernel has its
+own outputs (padded log-sum-exps, sequence offsets, RNG state) that only its
+own backward reads. Rewriting forward and backward to one pair keeps the graph
+the same on every device: XLA runs the pair as one fused attention
+(`jax.nn.dot_product_attention`; the backward is its derivative), and eager
+PyTorch runs it by the math of attention where a graph falls back. Attention
+with dropout keeps PyTorch's kernels (their dropout mask lives in kernel RNG
+state that no other op can reproduce).
+
+Tensors are (batch, heads, sequence, head size) as in PyTorch; the key and
+value may have fewer heads than the query (grouped-query attention). A
+boolean mask keeps the positions where it is True; a float mask is added to
+the scores. The log-sum-exp is float32, (batch, heads, query sequence).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+aten = torch.ops.aten
+
+
+def _scale(query: torch.Tensor, scale: float | None) -> float:
+    return scale if scale is not None else 1.0 / math.sqrt(query.shape[-1])
+
+
+def _scores(query, key, bias, is_causal, scale):
+    """Scaled, masked scores (float32), the key's heads repeated for grouped queries."""
+    groups = query.shape[1] // key.shape[1]
+    key = key.repeat_interleave(groups, dim=1) if groups > 1 else key
+    scores = (query.float() @ key.float().transpose(-1, -2)) * scale
+    if is_causal:
+        keep = torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).tril()
+        scores = scores.masked_fill(~keep, float("-inf"))
+    if bias is not None:
+        scores = scores.masked_fill(~bias, float("-inf")) if bias.dtype == torch.bool else scores + bias.float()
+    return scores
+
+
+def _math_attention(query, key, value, bias, is_causal, scale):
+    scores = _scores(query, key, bias, is_causal, scale)
+    lse = torch.logsumexp(scores, dim=-1)
+    # A row with every position masked attends to nothing (0), not NaN.
+    weights = torch.exp(scores - lse.unsqueeze(-1)).nan_to_num(0.0)
+    groups = query.shape[1] // value.shape[1]
+    value = value.repeat_interleave(groups, dim=1) if groups > 1 else value
+    return (weights @ value.float()).to(query.dtype), lse
+
+
+@torch.library.custom_op("cuxla::attention", mutates_args=())
+def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, bias: torch.Tensor | None,
+              is_causal: bool, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(output, log-sum-exp) of softmax(query keyᵀ · scale + mask) value."""
+    return _math_attention(query, key, value, bias, is_causal, scale)
+
+
+@attention.register_fake
+def _(query, key, value, bias, is_causal, scale):
+    lse = query.new_empty(query.shape[:-1], dtype=torch.float32)
+    return query.new_empty(*query.shape[:-1], value.shape[-1]), lse
+
+
+@torch.library.custom_op("cuxla::attention_backward", mutates_args=())
+def attention_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                       bias: torch.Tensor | None, is_causal: bool,
+                       scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Gradients of `attention` for query, key and value."""
+    with torch.enable_grad():
+        q, k, v = (t.detach().requires_grad_() for t in (query, key, value))
+        out, _ = _math_attention(q, k, v, bias, is_causal, scale)
+        return torch.autograd.grad(out, (q, k, v), grad_out)
+
+
+@attention_backward.register_fake
+def _(grad_out, query, key, value, bias, is_causal, scale):
+    return torch.empty_like(query), torch.empty_like(key), torch.empty_like(value)
+
+
+# ATen's kernels, forward and backward, rewritten to the pair. A rewrite
+# returns NotImplemented (the kernel stays) for dropout, or when the mask
+# itself needs a gradient.
+
+def _flash_cpu(query, key, value, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):
+    if dropout_p:
+        return NotImplemented
+    return attention(query, key, value, attn_mask, is_causal, _scale(query, scale))
+
+
+def _flash_cpu_backward(grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, *, attn_mask=None,
+                        scale=None):
+    if dropout_p:
+        return NotImplemented
+    return attention_backward(grad_out, query, key, value, attn_mask, is_causal, _scale(query, scale))
+
+
+def _efficient(query, key, value, attn_bias, compute_log_sumexp, dropout_p=0.0, is_causal=False, *, scale=None):
+    if dropout_p:
+        return NotImplemented
+    out, lse = attention(query, key, value, attn_bias, is_causal, _scale(query, scale))
+    seed = torch.zeros((), dtype=torch.int64, device=query.device)
+    return out, lse, seed, seed.clone()
+
+
+def _efficient_backward(grad_out, query, key, value, attn_bias, out, logsumexp, philox_seed, philox_offset,
+                        dropout_p, grad_input_mask, is_causal=False, *, scale=None):
+    if dropout_p or (attn_bias is not None and grad_input_mask[3]):
+        return NotImplemented
+    grads = attention_backward(grad_out, query, key, value, attn_bias, is_causal, _scale(query, scale))
+    return (*grads, None)
+
+
+def _sequence_outputs(query, key):
+    """The flash and cuDNN kernels' outputs that only their backward reads."""
+    offsets = query.new_empty((0,), dtype=torch.int32)
+    return offsets, offsets.clone(), query.shape[2], key.shape[2]
+
+
+def _flash(query, key, value, dropout_p=0.0, is_causal=False, return_debug_mask=False, *, scale=None):
+    if dropout_p or return_debug_mask:
+        return NotImplemented
+    out, lse = attention(query, key, value, None, is_causal, _scale(query, scale))
+    rng_state = query.new_zeros((2,), dtype=torch.uint64)
+    return (out, lse, *_sequence_outputs(query, key), rng_state, rng_state.clone(), query.new_empty((0,)))
+
+
+def _flash_backward(grad_out, query, key, value, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p,
+                    is_causal, philox_seed, philox_offset, *, scale=None):
+    if dropout_p:
+        return NotImplemented
+    return attention_backward(grad_out, query, key, value, None, is_causal, _scale(query, scale))
+
+
+def _cudnn(query, key, value, attn_bias, compute_log_sumexp, dropout_p=0.0, is_causal=False,
+           return_debug_mask=False, *, scale=None):
+    if dropout_p or return_debug_mask:
+        return NotImplemented
+    out, lse = attention(query, key, value, attn_bias, is_causal, _scale(query, scale))
+    seed = torch.zeros((), dtype=torch.int64, device=query.device)
+    return (out, lse, *_sequence_outputs(query, key), seed, seed.clone(), query.new_empty((0,)))
+
+
+def _cudnn_backward(grad_out, query, key, value, out, logsumexp, philox_seed, philox_offset, attn_bias, cum_seq_q,
+                    cum_seq_k, max_q, max_k, dropout_p, is_causal, *, scale=None):
+    if dropout_p:
+        return NotImplemented
+    return attention_backward(grad_out, query, key, value, attn_bias, is_causal, _scale(query, scale))
+
+
+DECOMPOSITIONS = {
+    aten._scaled_dot_product_flash_attention_for_cpu.default: _flash_cpu,
+    aten._scaled_dot_product_flash_attention_for_cpu_backward.default: _flash_cpu_backward,
+    aten._scaled_dot_product_efficient_attention.default: _efficient,
+    aten._scaled_dot_product_efficient_attention_backward.default: _efficient_backward,
+    aten._scaled_dot_product_flash_attention.default: _flash,
+    aten._scaled_dot_product_flash_attention_backward.default: _flash_backward,
+    aten._scaled_dot_product_cudnn_attention.default: _cudnn,
+    aten._scaled_dot_product_cudnn_attention_backward.default: _cudnn_backward,
+}
+"""ATen attention kernel -> its rewrite to the pair, for AOTAutograd's decomposition table."""
+
+
+def _jax_attention(query, key, value, bias, is_causal, scale):
+    import jax
+    import jax.numpy as jnp
+
+    def heads_second(x):  # (B, N, T, H) <-> (B, T, N, H), PyTorch's and JAX's layouts
+        return jnp.swapaxes(x, 1, 2)
+
+    mask = None
+    if bias is not None:
+        bias = bias.reshape((1,) * (4 - bias.ndim) + bias.shape)
+        if bias.dtype == jnp.bool_:
+            mask, bias = bias, None
+    out, lse = jax.nn.dot_product_attention(heads_second(query), heads_second(key), heads_second(value),
+                                            bias=bias, mask=mask, scale=scale, is_causal=is_causal,
+                                            return_residual=True)
+    return heads_second(out), heads_second(lse).astype(jnp.float32)
+
+
+def _jax_attention_backward(grad_out, query, key, value, bias, is_causal, scale):
+    import jax
+
+    def output(q, k, v):
+        return _jax_attention(q, k, v, bias, is_causal, scale)[0]
+
+    _, vjp = jax.vjp(output, query, key, value)
+    return vjp(grad_out)
+
+
+LOWERINGS = {
+    torch.ops.cuxla.attention.default: _jax_attention,
+    torch.ops.cuxla.attention_backward.default: _jax_attention_backward,
+}
+"""The pair's JAX lowerings (functions of JAX arrays), added to torchax's ops."""
