@@ -1,7 +1,7 @@
 """The models `bench train` and the torch.compile tests train: an MLP, a small
 CNN and Hugging Face's BertForMaskedLM (built from a config, random weights,
-nothing downloaded). Dropout is 0: XLA and PyTorch draw different random
-numbers, and losses are compared step by step."""
+nothing downloaded). BERT's dropout is 0 unless asked: XLA and PyTorch draw
+different random numbers, and losses are compared step by step."""
 from __future__ import annotations
 
 import dataclasses
@@ -41,7 +41,7 @@ def cnn(device: str, size: str = "tiny") -> Workload:
     return Workload("cnn", model, (x, y), lambda m, b: torch.nn.functional.cross_entropy(m(b[0]), b[1]))
 
 
-def bert(device: str, size: str = "tiny") -> Workload:
+def bert(device: str, size: str = "tiny", dropout: float = 0.0) -> Workload:
     from transformers import BertConfig, BertForMaskedLM
 
     if size == "tiny":
@@ -51,7 +51,7 @@ def bert(device: str, size: str = "tiny") -> Workload:
     else:  # bert-base
         config = BertConfig()
         batch, sequence = 16, 128
-    config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.0
+    config.hidden_dropout_prob = config.attention_probs_dropout_prob = dropout
     torch.manual_seed(0)
     model = BertForMaskedLM(config).to(device)
     ids = torch.randint(0, config.vocab_size, (batch, sequence), device=device)

@@ -19,7 +19,7 @@
   lowering never asks JAX for its devices (which would create its clients).
 - Lowering runs with 64-bit types enabled (PyTorch's int64 and float64 stay
   64-bit) and matrix products at full precision, as in eager PyTorch.
-- cuxla's own lowerings (fused attention) are added to torchax's ops.
+- cuxla's own lowerings (`_lowerings`) are added to torchax's ops.
 """
 from __future__ import annotations
 
@@ -84,13 +84,16 @@ def environment():
     with _missing_overloads_as_placeholders() as missing, _no_device_registration():
         import torchax
         from torchax import ops
-        from torchax.tensor import Environment, RuntimeProperty, _PropertyHolder
+        from torchax.tensor import Environment, RuntimeProperty, Tensor, _PropertyHolder
 
         with _no_random_key():
             env = Environment()
+    # torchax names its device "jax", a name PyTorch only knows once the
+    # renaming skipped above is done; under its own name the device is known.
+    Tensor.device = property(lambda self: torch.device("privateuseone", 0))
     env._property = _PropertyHolder(lambda: RuntimeProperty(mesh=None, prng=None, autocast_dtype=None))
     torchax._env = env
-    from ._attention import LOWERINGS
+    from ._lowerings import LOWERINGS
 
     for target, lowering in LOWERINGS.items():
         env._ops[target] = ops.ops_registry.Operator(

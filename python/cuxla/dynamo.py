@@ -46,14 +46,6 @@ bit (the graph is split around them). Read when a graph is compiled."""
 
 _RANDOM_TAG = torch.Tag.nondeterministic_seeded
 
-# Ops whose torchax 0.0.13 lowering gives other numbers than PyTorch (found
-# by the training tests: gradients of a max-pool off by hundreds, of a batch
-# norm by 1e-2); they stay in PyTorch.
-_WRONG_LOWERINGS = {
-    torch.ops.aten.max_pool2d_with_indices_backward.default,
-    torch.ops.aten.native_batch_norm_backward.default,
-}
-
 _lock = threading.Lock()
 _fallbacks: collections.Counter[tuple[str, str]] = collections.Counter()
 _STATS = {"graphs": 0, "xla_programs": 0, "aten_ops": 0, "xla_ops": 0, "lowering_s": 0.0, "compile_s": 0.0}
@@ -110,12 +102,13 @@ def _why_not(node: torch.fx.Node) -> str | None:
     target = node.target
     if fallback_random and _is_random(node):
         return "random op: kept in PyTorch (cuxla.dynamo.fallback_random)"
-    if target in _WRONG_LOWERINGS:
-        return "torchax's lowering disagrees with PyTorch"
     if not _torchax.has_lowering(target):
         return "no lowering"
     value = node.meta.get("val")
-    if value is None or any(not isinstance(v, torch.Tensor) for v in (value if isinstance(value, (list, tuple)) else [value])):
+    values = value if isinstance(value, (list, tuple)) else [value]
+    # None: an output not asked for (a gradient nothing needs).
+    if not any(isinstance(v, torch.Tensor) for v in values) or \
+            any(v is not None and not isinstance(v, torch.Tensor) for v in values):
         return "produces a non-tensor value"
     for arg in node.all_input_nodes:
         for t in _tensor_meta(arg):

@@ -206,6 +206,34 @@ def test_call_takes_arrays_and_tensors_together_and_releases_views_of_a_failed_c
     assert alive() is None, "a failed call kept a view of its tensor"
 
 
+def _resident_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads the resident size from /proc")
+def test_calls_hold_no_host_memory_once_done(client, tdev):
+    # 20,000 calls, each on a kept tensor and a new one: a leak of 1 KiB a
+    # call would be 20 MiB. Warmed first, so that allocator pools and the
+    # kept views are already there.
+    add = cuxla.compile(_ELEMENTWISE.format(n=6, t="f32", op="add"), client=client)
+    kept = torch.ones(6, device=tdev)
+
+    def calls(n):
+        for _ in range(n):
+            (out,) = ct.call(add, kept, torch.zeros(6, device=tdev))
+        if tdev == "cuda":
+            torch.cuda.synchronize()
+        gc.collect()
+        return out
+
+    calls(5000)
+    before = _resident_bytes()
+    assert torch.equal(calls(20000), kept)
+    grown = _resident_bytes() - before
+    assert grown < 8 << 20, f"resident memory grew by {grown / 2**20:.1f} MiB over 20,000 calls"
+
+
 def _storage_holders(storage: torch.UntypedStorage) -> int:
     """How many references `storage` has (PyTorch's count), cuxla's view among them."""
     return torch._C._storage_Use_Count(storage._cdata)

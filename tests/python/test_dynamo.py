@@ -1,5 +1,6 @@
-"""torch.compile(backend="cuxla"): training matches eager PyTorch step by step,
-fallback to PyTorch for what XLA should not run, registration."""
+"""torch.compile(backend="cuxla"): training matches eager PyTorch in losses and
+gradients, whole graphs run as XLA programs, random ops are XLA's (or
+PyTorch's on request), graphs that cannot lower run in PyTorch, reported."""
 import copy
 
 import pytest
@@ -8,6 +9,14 @@ import torch
 import cuxla
 import cuxla.dynamo
 from cuxla import _models
+
+# float32 through a different compiler: sums in another order. Seen on the
+# CPU: losses within 2e-7 over 20 steps, gradients within 1.5e-6 of the
+# largest; a backend scaling its outputs by 1 + 1e-4 is 30x past the loss
+# bound. On CUDA BERT-base's losses drift further over 20 steps (cuBLAS and
+# XLA's kernels tile differently), so its bound is looser.
+LOSS_RTOL = {"cpu": 3e-6, "cuda": 1e-3}
+GRAD_RTOL = 1e-4
 
 
 @pytest.fixture
@@ -20,28 +29,71 @@ def tdev(client):
     return "cpu"
 
 
+@pytest.fixture(autouse=True)
+def fresh_backend():
+    torch._dynamo.reset()
+    cuxla.dynamo.reset_report()
+    yield
+    cuxla.dynamo.fallback_random = False
+
+
 def test_backend_is_registered_under_its_name():
     assert "cuxla" in torch._dynamo.list_backends()
 
 
-def _compare_training(workload, steps):
-    reference = copy.deepcopy(workload)
-    eager = _models.train(reference, steps)
+def test_report_answers_before_anything_is_compiled():
+    report = cuxla.dynamo.report()
+    assert report["graphs"] == report["xla_programs"] == report["aten_ops"] == 0 and report["fallbacks"] == []
+
+
+def _gradients(workload, compile_backend=None):
+    model = torch.compile(workload.model, backend=compile_backend) if compile_backend else workload.model
+    workload.model.zero_grad(set_to_none=True)
+    workload.loss(model, workload.batch).backward()
+    return {name: p.grad for name, p in workload.model.named_parameters() if p.grad is not None}
+
+
+def _worst_gradient_difference(workload) -> float:
+    """Largest difference of any gradient, relative to the largest gradient."""
+    eager = _gradients(copy.deepcopy(workload))
+    compiled = _gradients(workload, "cuxla")
+    assert compiled.keys() == eager.keys(), "the same parameters get gradients"
+    scale = max(g.abs().max().item() for g in eager.values())
+    return max((compiled[n] - eager[n]).abs().max().item() for n in eager) / scale
+
+
+def _worst_loss_difference(workload, steps: int) -> tuple[list[float], list[float], float]:
+    eager = _models.train(copy.deepcopy(workload), steps)
     torch._dynamo.reset()
-    cuxla.dynamo.reset_report()
     compiled = _models.train(workload, steps, compile_backend="cuxla")
     worst = max(abs(a - b) / max(abs(a), 1e-12) for a, b in zip(eager, compiled))
     return eager, compiled, worst
 
 
+def _assert_whole_programs():
+    """Every compiled graph is one XLA program running all of its ops."""
+    report = cuxla.dynamo.report()
+    assert report["graphs"] >= 2, report  # forward and backward
+    assert report["xla_programs"] == report["graphs"], report
+    assert report["xla_ops"] == report["aten_ops"] > 0, report["fallbacks"]
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn", "bert"])
+def test_gradients_match_eager_in_whole_xla_programs(tdev, name):
+    size = "tiny" if tdev == "cpu" or name != "bert" else "base"
+    worst = _worst_gradient_difference(_models.WORKLOADS[name](tdev, size))
+    assert worst <= GRAD_RTOL, f"{name}: worst gradient difference {worst:.2e} of the largest gradient"
+    _assert_whole_programs()
+
+
 @pytest.mark.parametrize("name", ["mlp", "cnn", "bert"])
 def test_training_matches_eager_at_every_step(tdev, name):
     size = "tiny" if tdev == "cpu" or name != "bert" else "base"
-    eager, compiled, worst = _compare_training(_models.WORKLOADS[name](tdev, size), steps=50)
-    assert worst <= 1e-3, f"{name}: worst relative loss difference {worst:.2e}"
+    eager, compiled, worst = _worst_loss_difference(_models.WORKLOADS[name](tdev, size), steps=20)
+    assert worst <= LOSS_RTOL[tdev], f"{name}: worst relative loss difference {worst:.2e}"
     assert compiled[-1] < compiled[0], "the loss went down"
+    _assert_whole_programs()
     report = cuxla.dynamo.report()
-    assert report["xla_programs"] >= 2, report  # forward and backward
     memory = ""
     if tdev == "cuda":
         xla = cuxla._client.client_for_platform("cuda").memory_stats() or {}
@@ -52,8 +104,33 @@ def test_training_matches_eager_at_every_step(tdev, name):
           f"lowering {report['lowering_s']:.2f} s, compile {report['compile_s']:.2f} s{memory}")
 
 
+def test_a_model_with_tensor_constants_trains_like_eager(tdev):
+    # BART's graphs hold tensor constants: a deep copy of them failed, and
+    # traced as host values they would need a JAX device.
+    from transformers import BartConfig, BartForConditionalGeneration
+
+    config = BartConfig(vocab_size=128, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                        decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=32,
+                        dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)
+    torch.manual_seed(0)
+    ids = torch.randint(3, 128, (2, 12), device=tdev)
+    workload = _models.Workload("bart", BartForConditionalGeneration(config).to(tdev), (ids,),
+                                lambda m, b: m(input_ids=b[0], labels=b[0]).loss)
+    assert _worst_gradient_difference(workload) <= GRAD_RTOL
+    _assert_whole_programs()
+
+
+def test_a_model_with_dropout_trains_like_eager(tdev):
+    # Dropout draws other numbers in XLA: losses track eager's, not equal them.
+    eager, compiled, _ = _worst_loss_difference(_models.bert(tdev, "tiny", dropout=0.1), steps=20)
+    assert eager[-1] < eager[0] and compiled[-1] < compiled[0]
+    assert abs(sum(compiled[-5:]) - sum(eager[-5:])) / abs(sum(eager[-5:])) < 0.02, (eager, compiled)
+    assert compiled != eager, "XLA drew its own numbers"
+    _assert_whole_programs()
+
+
 class WithNoise(torch.nn.Module):
-    """A random op between two layers: it must run in PyTorch."""
+    """A random op between two layers."""
 
     def __init__(self):
         super().__init__()
@@ -62,37 +139,94 @@ class WithNoise(torch.nn.Module):
 
     def forward(self, x):
         h = torch.relu(self.a(x))
-        return self.b(h + 0.0 * torch.rand_like(h))
+        return self.b(h + torch.rand_like(h))
 
 
-def test_random_ops_fall_back_to_pytorch_and_are_reported(tdev):
+def test_random_ops_run_in_xla_seeded_by_torch(tdev):
+    model = WithNoise().to(tdev)
+    x = torch.randn(4, 8, device=tdev)
+    compiled = torch.compile(model, backend="cuxla")
+    torch.manual_seed(1)
+    first = compiled(x)
+    torch.manual_seed(1)
+    again, other = compiled(x), compiled(x)
+    assert torch.equal(first, again), "the same seed draws the same numbers"
+    assert not torch.equal(again, other), "the next call draws new numbers"
+    noise = first - model.b(torch.relu(model.a(x)))  # b's weights times uniform [0, 1) noise
+    assert noise.abs().max() <= model.b.weight.abs().sum() + 1e-5
+    report = cuxla.dynamo.report()
+    assert report["xla_programs"] == 1 and report["xla_ops"] == report["aten_ops"], report
+
+
+def test_random_ops_stay_in_pytorch_when_asked(tdev):
+    cuxla.dynamo.fallback_random = True
     torch.manual_seed(0)
     model = WithNoise().to(tdev)
     x = torch.randn(4, 8, device=tdev)
+    torch.manual_seed(1)
     expected = model(x)
-    torch._dynamo.reset()
-    cuxla.dynamo.reset_report()
+    torch.manual_seed(1)
     got = torch.compile(model, backend="cuxla")(x)
-    assert torch.allclose(got, expected, rtol=1e-5, atol=1e-6)
+    assert torch.allclose(got, expected, rtol=1e-5, atol=1e-6), "PyTorch's numbers"
     report = cuxla.dynamo.report()
-    assert any("rand" in f["op"] and "random" in f["reason"] for f in report["fallbacks"]), report
+    assert any("rand" in f["op"] and "fallback_random" in f["reason"] for f in report["fallbacks"]), report
     assert report["xla_programs"] >= 1, "the rest still runs in XLA"
 
 
 def test_inputs_and_outputs_share_memory_with_xla(tdev):
-    # The compiled graph's outputs are XLA buffers handed to PyTorch: their
-    # memory is not PyTorch's (no copy back into PyTorch's allocator).
-    torch._dynamo.reset()
+    # The compiled graph's output is an XLA buffer handed to PyTorch: a view
+    # of it is the same memory, and XLA made it (one program, every op).
     model = torch.nn.Linear(4, 4).to(tdev)
     out = torch.compile(model, backend="cuxla")(torch.randn(2, 4, device=tdev))
+    report = cuxla.dynamo.report()
+    assert report["xla_programs"] == 1 and report["xla_ops"] == report["aten_ops"] > 0, report
     assert cuxla.from_dlpack(out).unsafe_buffer_pointer() == out.data_ptr()
+
+
+def test_a_graph_that_cannot_be_compiled_runs_in_pytorch_and_says_why(tdev, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise RuntimeError("XLA refused the program\nsecond line")
+
+    monkeypatch.setattr(cuxla, "compile", refuse)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh()).to(tdev)
+    x = torch.randn(2, 4, device=tdev)
+    got = torch.compile(model, backend="cuxla")(x)
+    assert torch.allclose(got, model(x))
+    report = cuxla.dynamo.report()
+    assert report["xla_programs"] == 0 and report["xla_ops"] == 0 < report["aten_ops"], report
+    reasons = {f["reason"] for f in report["fallbacks"]}
+    assert any("XLA refused the program" in r and "second line" not in r for r in reasons), reasons
+
+
+def test_a_lowering_that_fails_in_one_graph_is_not_banned_in_the_next(tdev, monkeypatch):
+    env = cuxla._torchax.environment()
+    tanh = torch.ops.aten.tanh.default
+    broken = copy.copy(env._get_op_or_decomp(tanh))
+
+    def fail(*args, **kwargs):
+        raise TypeError("tanh() takes 1 positional argument but 8 were given")
+
+    broken.func = fail
+    monkeypatch.setitem(env._ops, tanh, broken)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh(), torch.nn.Linear(4, 4)).to(tdev)
+    x = torch.randn(2, 4, device=tdev)
+    assert torch.allclose(torch.compile(model, backend="cuxla")(x), model(x), rtol=1e-5, atol=1e-6)
+    report = cuxla.dynamo.report()
+    assert any(f["op"] == str(tanh) and "8 were given" in f["reason"] for f in report["fallbacks"]), report
+    assert report["xla_programs"] >= 1 and report["xla_ops"] == report["aten_ops"] - 1, report
+
+    monkeypatch.delitem(env._ops, tanh)
+    torch._dynamo.reset()
+    cuxla.dynamo.reset_report()
+    torch.compile(model, backend="cuxla")(x)
+    report = cuxla.dynamo.report()
+    assert report["fallbacks"] == [] and report["xla_programs"] == 1, report
 
 
 def test_training_steps_copy_nothing_between_host_and_device(tdev):
     if tdev != "cuda":
         pytest.skip("host <-> device copies exist on CUDA only")
     workload = _models.mlp("cuda")
-    torch._dynamo.reset()
     model = torch.compile(workload.model, backend="cuxla")
     optimizer = torch.optim.AdamW(workload.model.parameters(), lr=1e-3)
 

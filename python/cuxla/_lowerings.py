@@ -1,0 +1,49 @@
+"""The JAX lowerings cuxla adds to torchax's: ops it lacks (convolution's
+backward, the fused attention pair) and ops whose lowering gives other numbers
+than PyTorch (max-pool's backward). Each takes and returns JAX arrays."""
+from __future__ import annotations
+
+import torch
+
+from . import _attention
+
+aten = torch.ops.aten
+
+
+def _convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
+                          output_padding, groups, output_mask):
+    """The derivative of torchax's own convolution, so that forward and
+    backward agree on every stride, padding, dilation and group."""
+    import jax
+
+    from torchax.ops import jaten
+
+    def convolution(x, w):
+        return jaten._aten_convolution(x, w, None, stride, padding, dilation, transposed, output_padding, groups)
+
+    _, vjp = jax.vjp(convolution, input, weight)
+    grad_input, grad_weight = vjp(grad_output)
+    grad_bias = grad_output.sum(axis=[d for d in range(grad_output.ndim) if d != 1]) if output_mask[2] else None
+    return (grad_input if output_mask[0] else None, grad_weight if output_mask[1] else None, grad_bias)
+
+
+def _max_pool2d_backward(grad_output, input, kernel_size, stride, padding, dilation, ceil_mode, indices):
+    """Each output's gradient added to the input position it took its maximum
+    from (`indices`: flat positions within each channel's plane), as PyTorch does."""
+    import jax.numpy as jnp
+
+    planes = grad_output.shape[:-2]
+    flat_grad = grad_output.reshape(-1, grad_output.shape[-2] * grad_output.shape[-1])
+    flat_indices = indices.reshape(flat_grad.shape)
+    rows = jnp.arange(flat_grad.shape[0])[:, None]
+    plane = input.shape[-2] * input.shape[-1]
+    grad_input = jnp.zeros((flat_grad.shape[0], plane), grad_output.dtype).at[rows, flat_indices].add(flat_grad)
+    return grad_input.reshape(*planes, *input.shape[-2:])
+
+
+LOWERINGS = {
+    aten.convolution_backward.default: _convolution_backward,
+    aten.max_pool2d_with_indices_backward.default: _max_pool2d_backward,
+    **_attention.LOWERINGS,
+}
+"""ATen op -> its JAX lowering, added to (or replacing) torchax's."""
