@@ -29,10 +29,20 @@ def _scale(query: torch.Tensor, scale: float | None) -> float:
     return scale if scale is not None else 1.0 / math.sqrt(query.shape[-1])
 
 
+def _repeat_heads(x, heads):
+    groups = heads // x.shape[1]
+    return x.repeat_interleave(groups, dim=1) if groups > 1 else x
+
+
+def _sum_groups(grad, kv_heads):
+    """The gradient of `_repeat_heads`: each key/value head's groups summed."""
+    batch, heads, *rest = grad.shape
+    return grad.reshape(batch, kv_heads, heads // kv_heads, *rest).sum(dim=2)
+
+
 def _scores(query, key, bias, is_causal, scale):
     """Scaled, masked scores (float32), the key's heads repeated for grouped queries."""
-    groups = query.shape[1] // key.shape[1]
-    key = key.repeat_interleave(groups, dim=1) if groups > 1 else key
+    key = _repeat_heads(key, query.shape[1])
     scores = (query.float() @ key.float().transpose(-1, -2)) * scale
     if is_causal:
         keep = torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).tril()
@@ -42,14 +52,31 @@ def _scores(query, key, bias, is_causal, scale):
     return scores
 
 
-def _math_attention(query, key, value, bias, is_causal, scale):
+def _weights(query, key, bias, is_causal, scale):
     scores = _scores(query, key, bias, is_causal, scale)
     lse = torch.logsumexp(scores, dim=-1)
     # A row with every position masked attends to nothing (0), not NaN.
-    weights = torch.exp(scores - lse.unsqueeze(-1)).nan_to_num(0.0)
-    groups = query.shape[1] // value.shape[1]
-    value = value.repeat_interleave(groups, dim=1) if groups > 1 else value
-    return (weights @ value.float()).to(query.dtype), lse
+    return torch.exp(scores - lse.unsqueeze(-1)).nan_to_num(0.0), lse
+
+
+def _math_attention(query, key, value, bias, is_causal, scale):
+    weights, lse = _weights(query, key, bias, is_causal, scale)
+    return (weights @ _repeat_heads(value, query.shape[1]).float()).to(query.dtype), lse
+
+
+def _math_attention_backward(grad_out, query, key, value, bias, is_causal, scale):
+    # out = P V with P = softmax(S): dV = Pᵀ dO, dS = P (dO Vᵀ - rowsum(dO * out)),
+    # dQ = dS K · scale, dK = dSᵀ Q · scale.
+    heads = query.shape[1]
+    weights, _ = _weights(query, key, bias, is_causal, scale)
+    value_f, key_f, grad_f = _repeat_heads(value, heads).float(), _repeat_heads(key, heads).float(), grad_out.float()
+    out = weights @ value_f
+    grad_value = weights.transpose(-1, -2) @ grad_f
+    grad_scores = weights * (grad_f @ value_f.transpose(-1, -2) - (grad_f * out).sum(-1, keepdim=True))
+    grad_query = grad_scores @ key_f * scale
+    grad_key = grad_scores.transpose(-1, -2) @ query.float() * scale
+    return (grad_query.to(query.dtype), _sum_groups(grad_key, key.shape[1]).to(key.dtype),
+            _sum_groups(grad_value, value.shape[1]).to(value.dtype))
 
 
 @torch.library.custom_op("cuxla::attention", mutates_args=())
@@ -70,10 +97,7 @@ def attention_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.T
                        bias: torch.Tensor | None, is_causal: bool,
                        scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Gradients of `attention` for query, key and value."""
-    with torch.enable_grad():
-        q, k, v = (t.detach().requires_grad_() for t in (query, key, value))
-        out, _ = _math_attention(q, k, v, bias, is_causal, scale)
-        return torch.autograd.grad(out, (q, k, v), grad_out)
+    return _math_attention_backward(grad_out, query, key, value, bias, is_causal, scale)
 
 
 @attention_backward.register_fake

@@ -1,0 +1,117 @@
+"""Attention in compiled graphs: every ATen attention kernel rewrites to
+cuxla's pair, which XLA runs as one fused attention and eager PyTorch by its
+math; outputs and gradients match PyTorch's own attention."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import cuxla
+import cuxla.dynamo
+from cuxla import _attention
+
+aten = torch.ops.aten
+
+# (query heads, key/value heads, mask kind, causal)
+CASES = {
+    "plain": (4, 4, None, False),
+    "causal": (4, 4, None, True),
+    "bool mask": (4, 4, "bool", False),
+    "float mask": (4, 4, "float", False),
+    "grouped queries, causal": (4, 2, None, True),
+}
+
+
+def _inputs(heads, kv_heads, mask_kind, device="cpu", dtype=torch.float32):
+    torch.manual_seed(0)
+    q = torch.randn(2, heads, 6, 8, device=device, dtype=dtype)
+    k, v = (torch.randn(2, kv_heads, 7, 8, device=device, dtype=dtype) for _ in range(2))
+    mask = None
+    if mask_kind == "bool":
+        mask = torch.rand(2, 1, 6, 7, device=device) > 0.3
+        mask[..., 0] = True  # every query sees a key
+    elif mask_kind == "float":
+        mask = torch.randn(6, 7, device=device, dtype=dtype)
+    return q, k, v, mask
+
+
+def _reference(q, k, v, mask, causal):
+    """PyTorch's attention, by its math kernel, and its gradients."""
+    q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+    with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
+                                             enable_gqa=q.shape[1] != k.shape[1])
+    grads = torch.autograd.grad(out, (q, k, v), torch.ones_like(out))
+    return out.detach(), grads
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_compiled_attention_is_one_xla_program_matching_pytorch(client, case):
+    device = "cuda" if client.platform == "cuda" else "cpu"
+    heads, kv_heads, mask_kind, causal = CASES[case]
+    q, k, v, mask = _inputs(heads, kv_heads, mask_kind, device)
+    expected, expected_grads = _reference(q, k, v, mask, causal)
+
+    def attention(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
+                                              enable_gqa=heads != kv_heads)
+
+    torch._dynamo.reset()
+    cuxla.dynamo.reset_report()
+    q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+    out = torch.compile(attention, backend="cuxla")(q, k, v)
+    grads = torch.autograd.grad(out, (q, k, v), torch.ones_like(out))
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    for got, want in zip(grads, expected_grads):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    report = cuxla.dynamo.report()
+    assert report["xla_programs"] == report["graphs"] == 2 and report["xla_ops"] == report["aten_ops"], report
+
+
+def _rewrite(kernel):
+    return _attention.DECOMPOSITIONS[kernel.default]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_every_attention_kernel_rewrites_to_the_same_attention(case):
+    # The CUDA kernels' rewrites run anywhere (their eager form is the math):
+    # each forward gives PyTorch's output, each backward its gradients.
+    heads, kv_heads, mask_kind, causal = CASES[case]
+    q, k, v, mask = _inputs(heads, kv_heads, mask_kind)
+    expected, (gq, gk, gv) = _reference(q, k, v, mask, causal)
+    grad_out = torch.ones_like(expected)
+    outputs = {
+        "cpu flash": _rewrite(aten._scaled_dot_product_flash_attention_for_cpu)(q, k, v, 0.0, causal, attn_mask=mask),
+        "efficient": _rewrite(aten._scaled_dot_product_efficient_attention)(q, k, v, mask, True, 0.0, causal),
+        "cudnn": _rewrite(aten._scaled_dot_product_cudnn_attention)(q, k, v, mask, True, 0.0, causal),
+    }
+    if mask is None:  # the flash kernel takes no mask
+        outputs["flash"] = _rewrite(aten._scaled_dot_product_flash_attention)(q, k, v, 0.0, causal)
+    for name, result in outputs.items():
+        torch.testing.assert_close(result[0], expected, rtol=1e-5, atol=1e-5, msg=name)
+    lse = outputs["efficient"][1]
+    backward = {
+        "cpu flash": _rewrite(aten._scaled_dot_product_flash_attention_for_cpu_backward)(
+            grad_out, q, k, v, expected, lse, 0.0, causal, attn_mask=mask),
+        "efficient": _rewrite(aten._scaled_dot_product_efficient_attention_backward)(
+            grad_out, q, k, v, mask, expected, lse, lse, lse, 0.0, [True, True, True, False], causal)[:3],
+    }
+    if mask is None:
+        backward["flash"] = _rewrite(aten._scaled_dot_product_flash_attention_backward)(
+            grad_out, q, k, v, expected, lse, lse, lse, 6, 7, 0.0, causal, lse, lse)
+    for name, grads in backward.items():
+        for got, want in zip(grads, (gq, gk, gv)):
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_attention_with_dropout_keeps_pytorchs_kernel():
+    q, k, v, _ = _inputs(4, 4, None)
+    assert _rewrite(aten._scaled_dot_product_flash_attention_for_cpu)(q, k, v, 0.1) is NotImplemented
+    assert _rewrite(aten._scaled_dot_product_efficient_attention)(q, k, v, None, True, 0.1) is NotImplemented
+
+
+def test_a_fully_masked_row_attends_to_nothing():
+    q, k, v, _ = _inputs(4, 4, None)
+    mask = torch.ones(6, 7, dtype=torch.bool)
+    mask[2] = False
+    out, _ = _attention.attention(q, k, v, mask, False, 0.35)
+    assert torch.isfinite(out).all() and torch.equal(out[:, :, 2], torch.zeros_like(out[:, :, 2]))
