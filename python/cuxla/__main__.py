@@ -29,7 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--dropout", choices=["zero", "default"], default="zero",
                        help="models: every dropout probability 0 (default), or the configs' own")
     bench.add_argument("--tolerance", type=float, default=1e-4,
-                       help="models: largest relative difference of losses and parameters that passes")
+                       help="models: largest relative difference from eager of losses and parameters that "
+                            "passes (more where float32 eager itself is as far from float64)")
     bench.add_argument("--subset", choices=["ci"], help="models: ci = a few models, about 2 minutes on 2 cores")
     args = parser.parse_args(argv)
 

@@ -59,9 +59,15 @@ def _weights(query, key, bias, is_causal, scale):
     return torch.exp(scores - lse.unsqueeze(-1)).nan_to_num(0.0), lse
 
 
+def _heads_second(x: torch.Tensor) -> torch.Tensor:
+    """(B, H, L, D) stored as (B, L, H, D): the layout of PyTorch's attention
+    kernels' outputs, which the code after attention was traced against."""
+    return x.transpose(1, 2).contiguous().transpose(1, 2)
+
+
 def _math_attention(query, key, value, bias, is_causal, scale):
     weights, lse = _weights(query, key, bias, is_causal, scale)
-    return (weights @ _repeat_heads(value, query.shape[1]).float()).to(query.dtype), lse
+    return _heads_second((weights @ _repeat_heads(value, query.shape[1]).float()).to(query.dtype)), lse
 
 
 def _math_attention_backward(grad_out, query, key, value, bias, is_causal, scale):
@@ -75,8 +81,9 @@ def _math_attention_backward(grad_out, query, key, value, bias, is_causal, scale
     grad_scores = weights * (grad_f @ value_f.transpose(-1, -2) - (grad_f * out).sum(-1, keepdim=True))
     grad_query = grad_scores @ key_f * scale
     grad_key = grad_scores.transpose(-1, -2) @ query.float() * scale
-    return (grad_query.to(query.dtype), _sum_groups(grad_key, key.shape[1]).to(key.dtype),
-            _sum_groups(grad_value, value.shape[1]).to(value.dtype))
+    # Each gradient in its input's layout, as PyTorch's kernels give them.
+    return (torch.empty_like(query).copy_(grad_query), torch.empty_like(key).copy_(_sum_groups(grad_key, key.shape[1])),
+            torch.empty_like(value).copy_(_sum_groups(grad_value, value.shape[1])))
 
 
 @torch.library.custom_op("cuxla::attention", mutates_args=())
@@ -89,7 +96,7 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, bias:
 @attention.register_fake
 def _(query, key, value, bias, is_causal, scale):
     lse = query.new_empty(query.shape[:-1], dtype=torch.float32)
-    return query.new_empty(*query.shape[:-1], value.shape[-1]), lse
+    return _heads_second(query.new_empty(*query.shape[:-1], value.shape[-1])), lse
 
 
 @torch.library.custom_op("cuxla::attention_backward", mutates_args=())

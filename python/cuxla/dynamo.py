@@ -155,6 +155,10 @@ class _XlaProgram:
             if self.random:
                 *jax_args, seed = jax_args
                 seeded = env.override_property(prng=jax.random.PRNGKey(seed))
+            # An empty input has no data to read: the program makes its own,
+            # so that XLA never copies 0 bytes from a parameter (a copy node
+            # of no bytes is one CUDA graphs refuse).
+            jax_args = [jax.numpy.zeros(a.shape, a.dtype) if a.size == 0 else a for a in jax_args]
             with env, seeded:
                 outputs = gm(*env.j2t_iso(tuple(jax_args)))
             outputs = outputs if isinstance(outputs, (list, tuple)) else (outputs,)
@@ -252,7 +256,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Ca
         reason = f"the graph did not lower: {_one_line(error)}"
         log.warning("a graph of %d ops runs in PyTorch: %s", len(_aten_ops(gm)), reason)
         _record(len(_aten_ops(gm)), 0, {n.name: (str(n.target), reason) for n in _aten_ops(gm)})
-        return make_boxed_func(gm)
+        return make_boxed_func(_reshapes_for_views(_copy(gm)))
 
 
 def _one_line(error: BaseException) -> str:
@@ -273,6 +277,17 @@ def _copy(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     return torch.fx.GraphModule(gm, graph)
 
 
+def _reshapes_for_views(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """The graph's views as reshapes, for what runs in PyTorch: a tensor an
+    XLA program made is row-major, where the graph may have been traced with
+    another layout (a kernel's transposed output) that `view` relied on."""
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is torch.ops.aten.view.default:
+            node.target = torch.ops.aten.reshape.default
+    gm.recompile()
+    return gm
+
+
 def _partition_and_lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
                          ruled_out: dict[str, str]) -> Callable:
     supported = _Supported(ruled_out)
@@ -286,7 +301,7 @@ def _partition_and_lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
         return program
     if not partitions:
         _record(len(every_op), 0, supported.kept)
-        return gm
+        return _reshapes_for_views(_copy(gm))
     fused = partitioner.fuse_partitions(partitions)
     for name, submodule in list(fused.named_children()):
         if not name.startswith("fused_"):
@@ -298,7 +313,7 @@ def _partition_and_lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
             in_xla -= len(_aten_ops(submodule))
             continue  # stays eager
         setattr(fused, name, _Runner(_lower(submodule, values)))
-    fused.recompile()
+    _reshapes_for_views(fused)
     _record(len(every_op), in_xla, supported.kept)
     return fused
 

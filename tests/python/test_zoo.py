@@ -1,0 +1,92 @@
+"""`python -m cuxla bench models` and its child `python -m cuxla._zoo run`:
+the row a model gives, the comparison behind its verdict, and rows rather
+than a crashed parent when a model fails."""
+import json
+import math
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from cuxla import _zoo
+
+ROW_KEYS = {"model", "class", "device", "verdict", "detail", "graphs", "xla_programs", "aten_ops", "xla_ops",
+            "programs_per_graph", "xla_op_share", "compile_s", "xla_compile_s", "step_ms_eager", "step_ms_cuxla",
+            "fallbacks", "losses_eager", "losses_cuxla", "max_loss_diff", "max_param_diff", "worst_param"}
+
+
+def _run(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_bert_trains_the_same_under_cuxla_and_its_row_is_well_formed(client):
+    result = _run("cuxla._zoo", "run", "BertForMaskedLM", "--steps", "3", "--device", client.platform)
+    assert result.returncode == 0, result.stderr[-3000:]
+    row = json.loads(result.stdout.splitlines()[-1])
+    assert ROW_KEYS <= row.keys(), ROW_KEYS - row.keys()
+    assert row["verdict"] == "pass", (row["detail"], result.stderr[-3000:])
+    assert row["max_loss_diff"] <= 1e-4 and row["max_param_diff"] <= 1e-4
+    assert len(row["losses_eager"]) == len(row["losses_cuxla"]) == 3
+    assert all(math.isfinite(x) for x in row["losses_eager"] + row["losses_cuxla"])
+    assert row["losses_cuxla"][-1] < row["losses_cuxla"][0], "the loss went down"
+    assert row["graphs"] >= 2 and row["xla_programs"] >= 1  # forward and backward, some of it in XLA
+    assert 0 < row["xla_op_share"] <= 1 and row["xla_ops"] <= row["aten_ops"]
+    assert row["step_ms_eager"] > 0 and row["step_ms_cuxla"] > 0 and row["compile_s"] >= 0
+    assert all({"op", "reason", "count"} <= f.keys() for f in row["fallbacks"])
+
+
+def _pair(weight_scale=1.0, bias_shift=0.0, bias_grad=1.0):
+    """Two trained Linear layers, b off from a as asked; their last gradients."""
+    torch.manual_seed(0)
+    a, b = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+    b.load_state_dict(a.state_dict())
+    with torch.no_grad():
+        b.weight.mul_(weight_scale)
+        b.bias.add_(bias_shift)
+    for layer in (a, b):
+        layer.weight.grad = torch.ones(4, 4)
+        layer.bias.grad = torch.full((4,), bias_grad)
+    return a, b
+
+
+def test_parameter_comparison_finds_a_wrong_tensor():
+    assert _zoo._compare_params(*_pair())["max_param_diff"] == 0.0
+    wrong_weight = _zoo._compare_params(*_pair(weight_scale=1.01))
+    assert wrong_weight["max_param_diff"] == pytest.approx(0.01, rel=1e-3), wrong_weight
+    assert wrong_weight["worst_param"] == "weight"
+    # A small tensor counts at the model's scale: 1e-3 off is 1e-3 of the largest weight or more.
+    wrong_bias = _zoo._compare_params(*_pair(bias_shift=1e-3))
+    assert wrong_bias["max_param_diff"] >= 1e-3 and wrong_bias["worst_param"] == "bias", wrong_bias
+
+
+def test_a_tensor_with_a_rounding_noise_gradient_is_reported_but_not_counted():
+    noise = _zoo._compare_params(*_pair(bias_shift=1e-3, bias_grad=1e-9))
+    assert noise["noise_gradient_tensors"] == ["bias"], noise
+    assert noise["max_param_diff"] == 0.0 and noise["worst_tensor"] == "bias"
+    assert noise["max_param_diff_per_tensor"] > 1e-3
+
+
+def test_failing_models_give_rows_and_the_files_are_written(tmp_path):
+    # BertModel has no loss (its eager run fails); the other name is no transformers class.
+    result = _run("cuxla", "bench", "models", "--models", "NoSuchModelForMaskedLM,BertModel",
+                  "--out", str(tmp_path), "--jobs", "2")
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = {r["model"]: r for r in json.loads((tmp_path / "models.json").read_text())["rows"]}
+    assert rows["NoSuchModelForMaskedLM"]["verdict"] == "not in transformers", rows
+    assert rows["BertModel"]["verdict"] == "eager failed", rows
+    assert rows["BertModel"]["detail"]
+    table = (tmp_path / "models.md").read_text()
+    assert "0 of 2 pass" in table and "| BertModel | eager failed |" in table
+    assert (tmp_path / "models.png").stat().st_size > 1000
+    assert "[ 2/2]" in result.stdout
+
+
+def test_a_child_past_its_time_is_killed_and_becomes_a_timeout_row(tmp_path):
+    start = time.perf_counter()
+    result = _run("cuxla", "bench", "models", "--models", "BertForMaskedLM", "--timeout", "1", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    row = json.loads((tmp_path / "models.json").read_text())["rows"][0]
+    assert row["verdict"] == "timeout" and row["wall_s"] < 10, row
+    assert time.perf_counter() - start < 60
