@@ -1,6 +1,7 @@
 """The JAX lowerings cuxla adds to torchax's: ops it lacks (convolution's
-backward, the fused attention pair) and ops whose lowering gives other numbers
-than PyTorch (max-pool's backward). Each takes and returns JAX arrays."""
+backward, the fused attention pair, transformers' grouped matrix product of
+mixture-of-experts layers) and ops whose lowering gives other numbers than
+PyTorch (max-pool's backward). Each takes and returns JAX arrays."""
 from __future__ import annotations
 
 import torch
@@ -41,9 +42,31 @@ def _max_pool2d_backward(grad_output, input, kernel_size, stride, padding, dilat
     return grad_input.reshape(*planes, *input.shape[-2:])
 
 
-LOWERINGS = {
-    aten.convolution_backward.default: _convolution_backward,
-    aten.max_pool2d_with_indices_backward.default: _max_pool2d_backward,
-    **_attention.LOWERINGS,
-}
-"""ATen op -> its JAX lowering, added to (or replacing) torchax's."""
+def _grouped_mm(input, weight, offsets):
+    """Rows offsets[i-1]:offsets[i] of `input` times expert i's weight (rows
+    past the last offset are 0): a ragged matrix product."""
+    import jax
+    import jax.numpy as jnp
+
+    return jax.lax.ragged_dot(input, weight, jnp.diff(offsets, prepend=0).astype(jnp.int32))
+
+
+def _grouped_mm_backward(input, weight, offsets, grad_output):
+    import jax
+
+    _, vjp = jax.vjp(lambda x, w: _grouped_mm(x, w, offsets), input, weight)
+    return vjp(grad_output)
+
+
+def lowerings() -> dict:
+    """ATen op (or custom op) -> its JAX lowering, added to (or replacing)
+    torchax's. transformers' ops are there once transformers registered them."""
+    table = {
+        aten.convolution_backward.default: _convolution_backward,
+        aten.max_pool2d_with_indices_backward.default: _max_pool2d_backward,
+        **_attention.LOWERINGS,
+    }
+    if hasattr(torch.ops.transformers, "grouped_mm_fallback"):
+        table[torch.ops.transformers.grouped_mm_fallback.default] = _grouped_mm
+        table[torch.ops.transformers.grouped_mm_fallback_backward.default] = _grouped_mm_backward
+    return table

@@ -83,7 +83,6 @@ def environment():
     torchax's default environment, so that torchax never makes another."""
     with _missing_overloads_as_placeholders() as missing, _no_device_registration():
         import torchax
-        from torchax import ops
         from torchax.tensor import Environment, RuntimeProperty, Tensor, _PropertyHolder
 
         with _no_random_key():
@@ -93,11 +92,7 @@ def environment():
     Tensor.device = property(lambda self: torch.device("privateuseone", 0))
     env._property = _PropertyHolder(lambda: RuntimeProperty(mesh=None, prng=None, autocast_dtype=None))
     torchax._env = env
-    from ._lowerings import LOWERINGS
-
-    for target, lowering in LOWERINGS.items():
-        env._ops[target] = ops.ops_registry.Operator(
-            target, lowering, is_jax_function=True, is_user_defined=True, needs_env=False, is_view_op=False)
+    _add_cuxla_lowerings(env)
     if missing:
         log.debug("torchax names overloads this PyTorch lacks: %s", ", ".join(missing))
     return env
@@ -132,13 +127,28 @@ def lowering_context(platform: str, mesh=None):
         yield
 
 
+def _add_cuxla_lowerings(env) -> None:
+    from torchax import ops
+
+    from ._lowerings import lowerings
+
+    for target, lowering in lowerings().items():
+        env._ops[target] = ops.ops_registry.Operator(
+            target, lowering, is_jax_function=True, is_user_defined=True, needs_env=False, is_view_op=False)
+
+
 def has_lowering(target) -> bool:
-    """Whether torchax can lower the ATen op `target` (directly or by decomposition)."""
-    try:
-        environment()._get_op_or_decomp(target)
-        return True
-    except Exception:  # torchax's OperatorNotFound, or a target it cannot look up
-        return False
+    """Whether `target` lowers: by torchax (directly or by decomposition) or
+    by cuxla (whose table grows as libraries register their custom ops)."""
+    env = environment()
+    for attempt in range(2):
+        try:
+            env._get_op_or_decomp(target)
+            return True
+        except Exception:  # torchax's OperatorNotFound, or a target it cannot look up
+            if attempt == 0:
+                _add_cuxla_lowerings(env)
+    return False
 
 
 def drop_device_moves(graph: torch.fx.GraphModule) -> None:

@@ -104,6 +104,8 @@ def _why_not(node: torch.fx.Node) -> str | None:
         return "random op: kept in PyTorch (cuxla.dynamo.fallback_random)"
     if not _torchax.has_lowering(target):
         return "no lowering"
+    if target is torch.ops.aten.as_strided.default and not _reads_own_storage(node.args[0].meta["val"]):
+        return "as_strided on a tensor that is not a dense block of its storage"
     value = node.meta.get("val")
     values = value if isinstance(value, (list, tuple)) else [value]
     # None: an output not asked for (a gradient nothing needs).
@@ -162,8 +164,13 @@ class _XlaProgram:
             with env, seeded:
                 outputs = gm(*env.j2t_iso(tuple(jax_args)))
             outputs = outputs if isinstance(outputs, (list, tuple)) else (outputs,)
-            return env.t2j_iso(tuple(outputs))
+            # In PyTorch's dtypes: a lowering may give another (JAX's top_k
+            # gives int32 indices where PyTorch's are int64).
+            return [o if o is None or want is None else o.astype(want)
+                    for o, want in zip(env.t2j_iso(tuple(outputs)), out_dtypes)]
 
+        out_dtypes = [_torchax.jax_dtype(t.dtype) if isinstance(t, torch.Tensor) else None
+                      for t in _output_values(gm)]
         specs = [jax.ShapeDtypeStruct(tuple(t.shape), _torchax.jax_dtype(t.dtype)) for t in inputs]
         if self.random:
             specs.append(jax.ShapeDtypeStruct((), jax.numpy.int64))
@@ -230,6 +237,13 @@ def _device_of(gm: torch.fx.GraphModule, inputs: Sequence[torch.Tensor]) -> torc
     return torch.device("cpu")
 
 
+def _output_values(gm: torch.fx.GraphModule) -> list:
+    """The graph's outputs as traced (tensors, None for an output that is not one)."""
+    (output,) = [n for n in gm.graph.nodes if n.op == "output"]
+    values = output.args[0] if isinstance(output.args[0], (list, tuple)) else [output.args[0]]
+    return [v.meta.get("val") if isinstance(v, torch.fx.Node) else None for v in values]
+
+
 def _example_values(gm: torch.fx.GraphModule) -> list:
     return [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
 
@@ -243,20 +257,21 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Ca
     lowers, XLA programs and eager PyTorch otherwise, eager PyTorch when
     nothing lowers; called with boxed arguments (one list). Never raises for
     a graph it cannot lower: that graph runs in PyTorch, reported."""
-    ruled_out: dict[str, str] = {}
-    while True:  # until every partition lowers: each failure rules out ops of this graph
-        try:
-            return make_boxed_func(_partition_and_lower(gm, example_inputs, ruled_out))
-        except _LoweringFailed as failure:
-            if _rule_out_failing_ops(failure.graph, ruled_out):
-                continue
-            error = failure.__cause__
-        except Exception as unexpected:  # a partitioner or tracing error: the graph still runs
-            error = unexpected
+    try:
+        graph = _as_strided_on_storage(_copy(gm))
+        ruled_out: dict[str, str] = {}
+        while True:  # until every partition lowers: each failure rules out ops of this graph
+            try:
+                return make_boxed_func(_partition_and_lower(graph, example_inputs, ruled_out))
+            except _LoweringFailed as failure:
+                if not _rule_out_failing_ops(failure.graph, ruled_out):
+                    raise failure.__cause__ from None
+    except Exception as error:  # a graph nothing could lower, or a bug of ours: it still runs
         reason = f"the graph did not lower: {_one_line(error)}"
-        log.warning("a graph of %d ops runs in PyTorch: %s", len(_aten_ops(gm)), reason)
-        _record(len(_aten_ops(gm)), 0, {n.name: (str(n.target), reason) for n in _aten_ops(gm)})
-        return make_boxed_func(_reshapes_for_views(_copy(gm)))
+    log.warning("a graph of %d ops runs in PyTorch: %s", len(_aten_ops(gm)), reason)
+    ops = len(_aten_ops(gm))
+    _record(ops, 0, {"graph": (f"a whole graph of {ops} ops", reason)})
+    return make_boxed_func(_reshapes_for_views(_copy(gm)))
 
 
 def _one_line(error: BaseException) -> str:
@@ -277,6 +292,40 @@ def _copy(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     return torch.fx.GraphModule(gm, graph)
 
 
+def _as_strided_on_storage(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """`as_strided` reads its input's storage, which only PyTorch has: where
+    the input is a permuted view of a dense block, it is rewritten to read
+    that block in storage order (permuted back, made contiguous, flattened),
+    which any row-major tensor of the same values gives, in XLA or in PyTorch.
+    An input that is not a dense block (a slice, a broadcast) stays as it is,
+    and `_why_not` keeps it in PyTorch."""
+    aten = torch.ops.aten
+    for node in [n for n in gm.graph.nodes if n.target is aten.as_strided.default]:
+        source = node.args[0].meta.get("val")
+        if not isinstance(source, torch.Tensor) or _reads_own_storage(source) or \
+                not torch._prims_common.is_non_overlapping_and_dense_or_false(source):
+            continue
+        order = sorted(range(source.ndim), key=lambda d: (source.stride(d), source.shape[d]), reverse=True)
+        offset = node.args[3] if len(node.args) > 3 else node.kwargs.get("storage_offset", source.storage_offset())
+        with gm.graph.inserting_before(node), torch._guards.detect_fake_mode([source]) or contextlib.nullcontext():
+            permuted = gm.graph.call_function(aten.permute.default, (node.args[0], order))
+            permuted.meta["val"] = source.permute(order)
+            dense = gm.graph.call_function(aten.clone.default, (permuted,),
+                                           {"memory_format": torch.contiguous_format})
+            dense.meta["val"] = permuted.meta["val"].contiguous()
+            flat = gm.graph.call_function(aten.view.default, (dense, [-1]))
+            flat.meta["val"] = dense.meta["val"].view(-1)
+        node.args = (flat, node.args[1], node.args[2], offset - source.storage_offset())
+        node.kwargs = {}
+    gm.recompile()
+    return gm
+
+
+def _reads_own_storage(t: torch.Tensor) -> bool:
+    """Whether `t`'s storage, as `as_strided` reads it, is `t` in row-major order."""
+    return t.storage_offset() == 0 and t.is_contiguous()
+
+
 def _reshapes_for_views(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     """The graph's views as reshapes, for what runs in PyTorch: a tensor an
     XLA program made is row-major, where the graph may have been traced with
@@ -290,10 +339,12 @@ def _reshapes_for_views(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
 
 def _partition_and_lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
                          ruled_out: dict[str, str]) -> Callable:
+    every_op = _aten_ops(gm)
+    if not every_op:  # inputs handed back as outputs: nothing to run, nothing to report
+        return gm
     supported = _Supported(ruled_out)
     partitioner = CapabilityBasedPartitioner(_copy(gm), supported, allows_single_node_partition=True)
     partitions = partitioner.propose_partitions()
-    every_op = _aten_ops(gm)
     in_xla = sum(1 for p in partitions for n in p.nodes if n.op == "call_function" and n.target is not operator.getitem)
     if in_xla == len(every_op) and len(partitions) == 1 and all(isinstance(v, torch.Tensor) for v in example_inputs):
         program = _lower(gm, list(example_inputs))
