@@ -290,6 +290,6 @@ def test_an_error_of_the_backend_itself_leaves_the_graph_to_pytorch(tdev, monkey
     x = torch.randn(2, 4, device=tdev)
     assert torch.allclose(torch.compile(model, backend="cuxla")(x), model(x))
     report = cuxla.dynamo.report()
-    assert report["xla_programs"] == 0 and report["graphs"] == 2, report
+    assert report["xla_programs"] == 0 and report["graphs"] == 1, report  # the forward graph
     for fallback in report["fallbacks"]:
         assert fallback["op"].startswith("a whole graph of ") and "a rewrite failed" in fallback["reason"], fallback
