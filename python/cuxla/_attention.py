@@ -7,9 +7,14 @@ own outputs (padded log-sum-exps, sequence offsets, RNG state) that only its
 own backward reads. Rewriting forward and backward to one pair keeps the graph
 the same on every device: XLA runs the pair as one fused attention
 (`jax.nn.dot_product_attention`; the backward is its derivative), and eager
-PyTorch runs it by the math of attention where a graph falls back. Attention
-with dropout keeps PyTorch's kernels (their dropout mask lives in kernel RNG
-state that no other op can reproduce).
+PyTorch runs it by the math of attention where a graph falls back.
+
+Dropout: the forward draws a seed (a random op, so XLA draws it where the
+graph runs in XLA) and both halves make their dropout mask from it, so the
+backward drops what the forward dropped. XLA's attention with dropout is
+written out (scores, softmax, mask), as `jax.nn.dot_product_attention` has no
+dropout. The CPU flash kernel's backward takes no RNG state: with dropout it
+keeps PyTorch's kernels (PyTorch picks its math path for dropout on the CPU).
 
 Tensors are (batch, heads, sequence, head size) as in PyTorch; the key and
 value may have fewer heads than the query (grouped-query attention). A
@@ -65,20 +70,32 @@ def _heads_second(x: torch.Tensor) -> torch.Tensor:
     return x.transpose(1, 2).contiguous().transpose(1, 2)
 
 
-def _math_attention(query, key, value, bias, is_causal, scale):
+def _kept(weights, dropout_p, seed):
+    """The dropout factor of each weight (0 or 1 / (1 - p)), drawn from `seed`;
+    1 without dropout."""
+    if not dropout_p:
+        return 1.0
+    generator = torch.Generator(device=weights.device).manual_seed(int(seed))
+    keep = torch.rand(weights.shape, generator=generator, device=weights.device) >= dropout_p
+    return keep / (1.0 - dropout_p)
+
+
+def _math_attention(query, key, value, bias, is_causal, scale, dropout_p, seed):
     weights, lse = _weights(query, key, bias, is_causal, scale)
+    weights = weights * _kept(weights, dropout_p, seed)
     return _heads_second((weights @ _repeat_heads(value, query.shape[1]).float()).to(query.dtype)), lse
 
 
-def _math_attention_backward(grad_out, query, key, value, bias, is_causal, scale):
-    # out = P V with P = softmax(S): dV = Pᵀ dO, dS = P (dO Vᵀ - rowsum(dO * out)),
-    # dQ = dS K · scale, dK = dSᵀ Q · scale.
+def _math_attention_backward(grad_out, query, key, value, bias, is_causal, scale, dropout_p, seed):
+    # out = (P ∘ D) V with P = softmax(S), D the dropout factors: dV = (P ∘ D)ᵀ dO,
+    # dP = (dO Vᵀ) ∘ D, dS = P ∘ (dP - rowsum(dP ∘ P)), dQ = dS K · scale, dK = dSᵀ Q · scale.
     heads = query.shape[1]
     weights, _ = _weights(query, key, bias, is_causal, scale)
+    kept = _kept(weights, dropout_p, seed)
     value_f, key_f, grad_f = _repeat_heads(value, heads).float(), _repeat_heads(key, heads).float(), grad_out.float()
-    out = weights @ value_f
-    grad_value = weights.transpose(-1, -2) @ grad_f
-    grad_scores = weights * (grad_f @ value_f.transpose(-1, -2) - (grad_f * out).sum(-1, keepdim=True))
+    grad_value = (weights * kept).transpose(-1, -2) @ grad_f
+    grad_weights = (grad_f @ value_f.transpose(-1, -2)) * kept
+    grad_scores = weights * (grad_weights - (grad_weights * weights).sum(-1, keepdim=True))
     grad_query = grad_scores @ key_f * scale
     grad_key = grad_scores.transpose(-1, -2) @ query.float() * scale
     # Each gradient in its input's layout, as PyTorch's kernels give them.
@@ -88,33 +105,46 @@ def _math_attention_backward(grad_out, query, key, value, bias, is_causal, scale
 
 @torch.library.custom_op("cuxla::attention", mutates_args=())
 def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, bias: torch.Tensor | None,
-              is_causal: bool, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """(output, log-sum-exp) of softmax(query keyᵀ · scale + mask) value."""
-    return _math_attention(query, key, value, bias, is_causal, scale)
+              is_causal: bool, scale: float, dropout_p: float = 0.0,
+              seed: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(output, log-sum-exp) of dropout(softmax(query keyᵀ · scale + mask)) value,
+    the dropout mask drawn from `seed` (an int64 scalar)."""
+    return _math_attention(query, key, value, bias, is_causal, scale, dropout_p, seed)
 
 
 @attention.register_fake
-def _(query, key, value, bias, is_causal, scale):
+def _(query, key, value, bias, is_causal, scale, dropout_p=0.0, seed=None):
     lse = query.new_empty(query.shape[:-1], dtype=torch.float32)
     return _heads_second(query.new_empty(*query.shape[:-1], value.shape[-1])), lse
 
 
 @torch.library.custom_op("cuxla::attention_backward", mutates_args=())
 def attention_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                       bias: torch.Tensor | None, is_causal: bool,
-                       scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Gradients of `attention` for query, key and value."""
-    return _math_attention_backward(grad_out, query, key, value, bias, is_causal, scale)
+                       bias: torch.Tensor | None, is_causal: bool, scale: float, dropout_p: float = 0.0,
+                       seed: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Gradients of `attention` (with the same dropout seed) for query, key and value."""
+    return _math_attention_backward(grad_out, query, key, value, bias, is_causal, scale, dropout_p, seed)
 
 
 @attention_backward.register_fake
-def _(grad_out, query, key, value, bias, is_causal, scale):
+def _(grad_out, query, key, value, bias, is_causal, scale, dropout_p=0.0, seed=None):
     return torch.empty_like(query), torch.empty_like(key), torch.empty_like(value)
 
 
-# ATen's kernels, forward and backward, rewritten to the pair. A rewrite
-# returns NotImplemented (the kernel stays) for dropout, or when the mask
-# itself needs a gradient.
+# ATen's kernels, forward and backward, rewritten to the pair. The seed of
+# the dropout mask goes where the kernel kept its RNG state, which only its
+# backward reads. A rewrite returns NotImplemented (the kernel stays) when the
+# mask itself needs a gradient, and for the CPU flash kernel with dropout.
+
+
+def _seed(query: torch.Tensor, dropout_p: float) -> torch.Tensor:
+    if not dropout_p:
+        return torch.zeros((), dtype=torch.int64, device=query.device)
+    return torch.randint(0, 2**62, (), dtype=torch.int64, device=query.device)
+
+
+def _dropout_seed(dropout_p: float, seed: torch.Tensor) -> torch.Tensor | None:
+    return seed if dropout_p else None
 
 def _flash_cpu(query, key, value, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):
     if dropout_p:
@@ -130,18 +160,18 @@ def _flash_cpu_backward(grad_out, query, key, value, out, logsumexp, dropout_p, 
 
 
 def _efficient(query, key, value, attn_bias, compute_log_sumexp, dropout_p=0.0, is_causal=False, *, scale=None):
-    if dropout_p:
-        return NotImplemented
-    out, lse = attention(query, key, value, attn_bias, is_causal, _scale(query, scale))
-    seed = torch.zeros((), dtype=torch.int64, device=query.device)
+    seed = _seed(query, dropout_p)
+    out, lse = attention(query, key, value, attn_bias, is_causal, _scale(query, scale), dropout_p,
+                         _dropout_seed(dropout_p, seed))
     return out, lse, seed, seed.clone()
 
 
 def _efficient_backward(grad_out, query, key, value, attn_bias, out, logsumexp, philox_seed, philox_offset,
                         dropout_p, grad_input_mask, is_causal=False, *, scale=None):
-    if dropout_p or (attn_bias is not None and grad_input_mask[3]):
+    if attn_bias is not None and grad_input_mask[3]:
         return NotImplemented
-    grads = attention_backward(grad_out, query, key, value, attn_bias, is_causal, _scale(query, scale))
+    grads = attention_backward(grad_out, query, key, value, attn_bias, is_causal, _scale(query, scale), dropout_p,
+                               _dropout_seed(dropout_p, philox_seed))
     return (*grads, None)
 
 
@@ -152,34 +182,34 @@ def _sequence_outputs(query, key):
 
 
 def _flash(query, key, value, dropout_p=0.0, is_causal=False, return_debug_mask=False, *, scale=None):
-    if dropout_p or return_debug_mask:
+    if return_debug_mask:
         return NotImplemented
-    out, lse = attention(query, key, value, None, is_causal, _scale(query, scale))
-    rng_state = query.new_zeros((2,), dtype=torch.uint64)
-    return (out, lse, *_sequence_outputs(query, key), rng_state, rng_state.clone(), query.new_empty((0,)))
+    seed = _seed(query, dropout_p)
+    out, lse = attention(query, key, value, None, is_causal, _scale(query, scale), dropout_p,
+                         _dropout_seed(dropout_p, seed))
+    return (out, lse, *_sequence_outputs(query, key), seed, seed.clone(), query.new_empty((0,)))
 
 
 def _flash_backward(grad_out, query, key, value, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p,
                     is_causal, philox_seed, philox_offset, *, scale=None):
-    if dropout_p:
-        return NotImplemented
-    return attention_backward(grad_out, query, key, value, None, is_causal, _scale(query, scale))
+    return attention_backward(grad_out, query, key, value, None, is_causal, _scale(query, scale), dropout_p,
+                              _dropout_seed(dropout_p, philox_seed))
 
 
 def _cudnn(query, key, value, attn_bias, compute_log_sumexp, dropout_p=0.0, is_causal=False,
            return_debug_mask=False, *, scale=None):
-    if dropout_p or return_debug_mask:
+    if return_debug_mask:
         return NotImplemented
-    out, lse = attention(query, key, value, attn_bias, is_causal, _scale(query, scale))
-    seed = torch.zeros((), dtype=torch.int64, device=query.device)
+    seed = _seed(query, dropout_p)
+    out, lse = attention(query, key, value, attn_bias, is_causal, _scale(query, scale), dropout_p,
+                         _dropout_seed(dropout_p, seed))
     return (out, lse, *_sequence_outputs(query, key), seed, seed.clone(), query.new_empty((0,)))
 
 
 def _cudnn_backward(grad_out, query, key, value, out, logsumexp, philox_seed, philox_offset, attn_bias, cum_seq_q,
                     cum_seq_k, max_q, max_k, dropout_p, is_causal, *, scale=None):
-    if dropout_p:
-        return NotImplemented
-    return attention_backward(grad_out, query, key, value, attn_bias, is_causal, _scale(query, scale))
+    return attention_backward(grad_out, query, key, value, attn_bias, is_causal, _scale(query, scale), dropout_p,
+                              _dropout_seed(dropout_p, philox_seed))
 
 
 DECOMPOSITIONS = {
@@ -195,29 +225,50 @@ DECOMPOSITIONS = {
 """ATen attention kernel -> its rewrite to the pair, for AOTAutograd's decomposition table."""
 
 
-def _jax_attention(query, key, value, bias, is_causal, scale):
+def _jax_attention(query, key, value, bias, is_causal, scale, dropout_p=0.0, seed=None):
     import jax
     import jax.numpy as jnp
 
     def heads_second(x):  # (B, N, T, H) <-> (B, T, N, H), PyTorch's and JAX's layouts
         return jnp.swapaxes(x, 1, 2)
 
-    mask = None
     if bias is not None:
         bias = bias.reshape((1,) * (4 - bias.ndim) + bias.shape)
-        if bias.dtype == jnp.bool_:
-            mask, bias = bias, None
+    if dropout_p:
+        return _jax_attention_with_dropout(query, key, value, bias, is_causal, scale, dropout_p, seed)
+    mask = None
+    if bias is not None and bias.dtype == jnp.bool_:
+        mask, bias = bias, None
     out, lse = jax.nn.dot_product_attention(heads_second(query), heads_second(key), heads_second(value),
                                             bias=bias, mask=mask, scale=scale, is_causal=is_causal,
                                             return_residual=True)
     return heads_second(out), heads_second(lse).astype(jnp.float32)
 
 
-def _jax_attention_backward(grad_out, query, key, value, bias, is_causal, scale):
+def _jax_attention_with_dropout(query, key, value, bias, is_causal, scale, dropout_p, seed):
+    import jax
+    import jax.numpy as jnp
+
+    groups = query.shape[1] // key.shape[1]
+    key, value = (jnp.repeat(x, groups, axis=1) for x in (key, value))
+    scores = jnp.einsum("bnth,bnsh->bnts", query.astype(jnp.float32), key.astype(jnp.float32)) * scale
+    if is_causal:
+        scores = jnp.where(jnp.tril(jnp.ones(scores.shape[-2:], jnp.bool_)), scores, -jnp.inf)
+    if bias is not None:
+        scores = jnp.where(bias, scores, -jnp.inf) if bias.dtype == jnp.bool_ else scores + bias
+    lse = jax.nn.logsumexp(scores, axis=-1)
+    weights = jnp.nan_to_num(jnp.exp(scores - lse[..., None]))
+    keep = jax.random.bernoulli(jax.random.PRNGKey(seed), 1.0 - dropout_p, weights.shape)
+    weights = jnp.where(keep, weights / (1.0 - dropout_p), 0.0)
+    out = jnp.einsum("bnts,bnsh->bnth", weights, value.astype(jnp.float32))
+    return out.astype(query.dtype), lse
+
+
+def _jax_attention_backward(grad_out, query, key, value, bias, is_causal, scale, dropout_p=0.0, seed=None):
     import jax
 
     def output(q, k, v):
-        return _jax_attention(q, k, v, bias, is_causal, scale)[0]
+        return _jax_attention(q, k, v, bias, is_causal, scale, dropout_p, seed)[0]
 
     _, vjp = jax.vjp(output, query, key, value)
     return vjp(grad_out)

@@ -103,10 +103,62 @@ def test_every_attention_kernel_rewrites_to_the_same_attention(case):
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5, msg=name)
 
 
-def test_attention_with_dropout_keeps_pytorchs_kernel():
+def test_the_cpu_flash_kernel_with_dropout_stays():
+    # Its backward takes no RNG state to draw the forward's mask again.
     q, k, v, _ = _inputs(4, 4, None)
     assert _rewrite(aten._scaled_dot_product_flash_attention_for_cpu)(q, k, v, 0.1) is NotImplemented
-    assert _rewrite(aten._scaled_dot_product_efficient_attention)(q, k, v, None, True, 0.1) is NotImplemented
+
+
+def _dropped_attention(runs_in_xla: bool, p: float = 0.5):
+    """Attention with dropout through the memory-efficient kernel's rewrite,
+    on a value that is the identity, so that the output is the dropped-out
+    attention weights themselves; and the value's gradient."""
+    torch.manual_seed(0)
+    q, k = torch.randn(2, 2, 8, 16), torch.randn(2, 2, 16, 16)
+    v = torch.eye(16).expand(2, 2, 16, 16).clone().requires_grad_()
+
+    def attention(q, k, v):
+        return aten._scaled_dot_product_efficient_attention(q, k, v, None, True, p)[0]
+
+    if runs_in_xla:
+        torch._dynamo.reset()
+        cuxla.dynamo.reset_report()
+        attention = torch.compile(attention, backend="cuxla")
+    weights = attention(q, k, v)
+    (grad_v,) = torch.autograd.grad(weights.sum(), v)
+    return weights.detach(), grad_v
+
+
+@pytest.mark.parametrize("runs_in_xla", [True, False], ids=["XLA", "eager rewrite"])
+def test_dropout_in_attention_drops_the_same_weights_forward_and_backward(runs_in_xla):
+    if runs_in_xla:
+        weights, grad_v = _dropped_attention(True)
+        report = cuxla.dynamo.report()
+        assert report["xla_programs"] == report["graphs"] == 2 and report["xla_ops"] == report["aten_ops"], report
+    else:  # the rewrite's eager form (PyTorch has no CPU kernel for this one)
+        rewrite = _rewrite(aten._scaled_dot_product_efficient_attention)
+        backward = _rewrite(aten._scaled_dot_product_efficient_attention_backward)
+        torch.manual_seed(0)
+        q, k = torch.randn(2, 2, 8, 16), torch.randn(2, 2, 16, 16)
+        v = torch.eye(16).expand(2, 2, 16, 16).contiguous()
+        weights, lse, seed, offset = rewrite(q, k, v, None, True, 0.5)
+        grad_v = backward(torch.ones_like(weights), q, k, v, None, weights, lse, seed, offset, 0.5,
+                          [True, True, True, False])[2]
+    dropped = (weights == 0).float().mean().item()
+    assert 0.35 < dropped < 0.65, f"{dropped:.2f} of the weights dropped at p = 0.5"
+    assert torch.allclose(weights.sum(dim=-1).mean(), torch.tensor(1.0), atol=0.2), "kept weights scaled by 1 / (1 - p)"
+    # d(sum of weights)/dV[s, j] is the dropped-out weight column s summed: the backward's mask is the forward's.
+    torch.testing.assert_close(grad_v[..., 0], weights.sum(dim=-2), rtol=1e-5, atol=1e-5)
+
+
+def test_dropout_in_attention_draws_anew_each_call_and_repeats_under_a_seed():
+    first, _ = _dropped_attention(True)
+    again, _ = _dropped_attention(True)
+    assert torch.equal(first, again), "torch.manual_seed(0) gave the same mask"
+    q, k, v = torch.randn(1, 2, 8, 16), torch.randn(1, 2, 16, 16), torch.randn(1, 2, 16, 16)
+    attention = torch.compile(lambda q, k, v: aten._scaled_dot_product_efficient_attention(q, k, v, None, True, 0.5)[0],
+                              backend="cuxla")
+    assert not torch.equal(attention(q, k, v), attention(q, k, v)), "the next call drew a new mask"
 
 
 def test_a_fully_masked_row_attends_to_nothing():

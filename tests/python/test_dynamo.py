@@ -2,6 +2,8 @@
 gradients, whole graphs run as XLA programs, random ops are XLA's (or
 PyTorch's on request), graphs that cannot lower run in PyTorch, reported."""
 import copy
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -42,8 +44,11 @@ def test_backend_is_registered_under_its_name():
 
 
 def test_report_answers_before_anything_is_compiled():
-    report = cuxla.dynamo.report()
-    assert report["graphs"] == report["xla_programs"] == report["aten_ops"] == 0 and report["fallbacks"] == []
+    # A fresh process: `import cuxla` alone reaches cuxla.dynamo.
+    code = "import cuxla; r = cuxla.dynamo.report(); print(r['graphs'], r['xla_programs'], r['aten_ops'], r['fallbacks'])"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split("\n")[-2] == "0 0 0 []", result.stdout
 
 
 def _gradients(workload, compile_backend=None):
