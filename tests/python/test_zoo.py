@@ -21,20 +21,26 @@ def _run(*args, timeout=600):
     return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=timeout)
 
 
-def test_bert_trains_the_same_under_cuxla_and_its_row_is_well_formed(client):
-    result = _run("cuxla._zoo", "run", "BertForMaskedLM", "--steps", "3", "--device", client.platform)
-    assert result.returncode == 0, result.stderr[-3000:]
-    row = json.loads(result.stdout.splitlines()[-1])
-    assert ROW_KEYS <= row.keys(), ROW_KEYS - row.keys()
-    assert row["verdict"] == "pass", (row["detail"], result.stderr[-3000:])
-    assert row["max_loss_diff"] <= 1e-4 and row["max_param_diff"] <= 1e-4
-    assert len(row["losses_eager"]) == len(row["losses_cuxla"]) == 3
-    assert all(math.isfinite(x) for x in row["losses_eager"] + row["losses_cuxla"])
-    assert row["losses_cuxla"][-1] < row["losses_cuxla"][0], "the loss went down"
-    assert row["graphs"] == row["xla_programs"] == 2, row  # forward and backward, one program each
-    assert row["xla_op_share"] == 1.0 and row["xla_ops"] == row["aten_ops"] > 0 and row["fallbacks"] == []
-    assert row["step_ms_eager"] > 0 and row["step_ms_cuxla"] > 0 and row["compile_s"] >= 0
-    assert all({"op", "reason", "count"} <= f.keys() for f in row["fallbacks"])
+def test_the_ci_subset_trains_like_eager_in_whole_xla_programs(client, tmp_path):
+    # A BERT encoder, a GPT-2 decoder, T5 and BART (seq2seq) and a Llama.
+    if client.platform == "cpu" and torch.cuda.is_available():
+        pytest.skip("the zoo runs on the GPU where there is one")
+    result = _run("cuxla", "bench", "models", "--subset", "ci", "--jobs", "2", "--out", str(tmp_path),
+                  timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    rows = json.loads((tmp_path / "models.json").read_text())["rows"]
+    assert [r["model"] for r in rows] == _zoo.CI_SUBSET
+    for row in rows:
+        assert ROW_KEYS <= row.keys(), ROW_KEYS - row.keys()
+        assert row["verdict"] == "pass", (row["model"], row["detail"], row.get("log_tail"))
+        assert row["max_loss_diff"] <= 1e-4 and row["max_param_diff"] <= 1e-4, row["detail"]
+        assert len(row["losses_eager"]) == len(row["losses_cuxla"]) == 3
+        assert all(math.isfinite(x) for x in row["losses_eager"] + row["losses_cuxla"])
+        assert row["losses_cuxla"][-1] < row["losses_cuxla"][0], "the loss went down"
+        # Every graph one XLA program running all of its ops.
+        assert row["graphs"] >= 2 and row["xla_programs"] == row["graphs"], row["model"]
+        assert row["xla_op_share"] == 1.0 and row["xla_ops"] == row["aten_ops"] > 0 and row["fallbacks"] == []
+        assert row["step_ms_eager"] > 0 and row["step_ms_cuxla"] > 0 and row["compile_s"] >= 0
 
 
 def _pair(weight_scale=1.0, bias_shift=0.0, bias_grad=1.0):
@@ -100,5 +106,5 @@ def test_a_model_that_ran_all_in_eager_is_not_a_pass(monkeypatch):
 
     monkeypatch.setattr(cuxla, "compile", refuse)
     row = _zoo.run("BertForMaskedLM", steps=1)
-    assert row["xla_ops"] == 0 and row["max_loss_diff"] == 0.0, row
+    assert row["xla_ops"] == 0 and row["max_loss_diff"] <= 1e-6, row  # decomposed ops, in PyTorch
     assert row["verdict"] == "eager only", row
