@@ -148,7 +148,11 @@ class _XlaProgram:
 
         gm = _copy(gm)
         _torchax.drop_device_moves(gm)
-        self.constants = _constants_as_inputs(gm)
+        self.device = _device_of(gm, inputs)
+        # Inputs on another device (a CPU scalar beside CUDA tensors, which
+        # PyTorch's ops accept) are moved to the program's at each call.
+        self.moved = [i for i, t in enumerate(inputs) if t.device != self.device]
+        self.constants = [c.to(self.device) for c in _constants_as_inputs(gm)]
         inputs = [*inputs, *self.constants]
         self.random = any(_is_random(n) for n in gm.graph.nodes if n.op == "call_function")
 
@@ -174,7 +178,6 @@ class _XlaProgram:
         specs = [jax.ShapeDtypeStruct(tuple(t.shape), _torchax.jax_dtype(t.dtype)) for t in inputs]
         if self.random:
             specs.append(jax.ShapeDtypeStruct((), jax.numpy.int64))
-        self.device = _device_of(gm, inputs)
         platform = "cuda" if self.device.type == "cuda" else "cpu"
         start = time.perf_counter()
         with _torchax.lowering_context(platform):
@@ -195,10 +198,14 @@ class _XlaProgram:
             _stats["compile_s"] += time.perf_counter() - lowered_at
 
     def __call__(self, *args: torch.Tensor) -> list[torch.Tensor | None]:
+        if self.moved:
+            args = list(args)
+            for i in self.moved:
+                args[i] = args[i].to(self.device, non_blocking=True)
         args = (*args, *self.constants)
         if self.random:
             # PyTorch's generator for the device gives the seed: manual_seed repeats the draws.
-            args = (*args, torch.randint(-2**63, 2**63 - 1, (), dtype=torch.int64, device=self.device))
+            args = (*args, torch.randint(0, 2**62, (), dtype=torch.int64, device=self.device))
         produced = iter(cuxla_torch.call(self.executable, *args))
         return [next(produced) if slot else None for slot in self.out_slots]
 
@@ -207,7 +214,7 @@ def _constants_as_inputs(gm: torch.fx.GraphModule) -> list[torch.Tensor]:
     """Turns the graph's tensor constants into inputs after its own, and
     returns them: a constant traced into the program would be a host value
     (and JAX would make a device to hold it); as an input it is handed over
-    zero-copy at each call."""
+    zero-copy at each call (once on the program's device)."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     constants = []
     for node in [n for n in gm.graph.nodes if n.op == "get_attr"]:
@@ -227,14 +234,10 @@ def _constants_as_inputs(gm: torch.fx.GraphModule) -> list[torch.Tensor]:
 
 
 def _device_of(gm: torch.fx.GraphModule, inputs: Sequence[torch.Tensor]) -> torch.device:
-    """The device a graph runs on: its inputs', else its outputs' (a graph
-    that only makes tensors), else the CPU."""
-    if inputs:
-        return inputs[0].device
-    for node in gm.graph.nodes:
-        for t in _tensor_meta(node):
-            return t.device
-    return torch.device("cpu")
+    """The device a graph runs on: an accelerator any of its tensors is on
+    (CPU scalars go along with CUDA tensors), else the CPU."""
+    values = [*inputs, *(t for node in gm.graph.nodes for t in _tensor_meta(node))]
+    return next((t.device for t in values if t.device.type != "cpu"), torch.device("cpu"))
 
 
 def _output_values(gm: torch.fx.GraphModule) -> list:

@@ -126,13 +126,17 @@ def _dropped_attention(runs_in_xla: bool, p: float = 0.5):
         attention = torch.compile(attention, backend="cuxla")
     weights = attention(q, k, v)
     (grad_v,) = torch.autograd.grad(weights.sum(), v)
-    return weights.detach(), grad_v
+    return weights.detach(), grad_v, _softmax_weights(q, k)
+
+
+def _softmax_weights(q, k):
+    return torch.softmax(q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5, dim=-1)
 
 
 @pytest.mark.parametrize("runs_in_xla", [True, False], ids=["XLA", "eager rewrite"])
 def test_dropout_in_attention_drops_the_same_weights_forward_and_backward(runs_in_xla):
     if runs_in_xla:
-        weights, grad_v = _dropped_attention(True)
+        weights, grad_v, softmax = _dropped_attention(True)
         report = cuxla.dynamo.report()
         assert report["xla_programs"] == report["graphs"] == 2 and report["xla_ops"] == report["aten_ops"], report
     else:  # the rewrite's eager form (PyTorch has no CPU kernel for this one)
@@ -144,16 +148,18 @@ def test_dropout_in_attention_drops_the_same_weights_forward_and_backward(runs_i
         weights, lse, seed, offset = rewrite(q, k, v, None, True, 0.5)
         grad_v = backward(torch.ones_like(weights), q, k, v, None, weights, lse, seed, offset, 0.5,
                           [True, True, True, False])[2]
+        softmax = _softmax_weights(q, k)
     dropped = (weights == 0).float().mean().item()
     assert 0.35 < dropped < 0.65, f"{dropped:.2f} of the weights dropped at p = 0.5"
-    assert torch.allclose(weights.sum(dim=-1).mean(), torch.tensor(1.0), atol=0.2), "kept weights scaled by 1 / (1 - p)"
+    kept = weights != 0
+    torch.testing.assert_close(weights[kept], 2 * softmax[kept], msg="kept weights scaled by 1 / (1 - p)")
     # d(sum of weights)/dV[s, j] is the dropped-out weight column s summed: the backward's mask is the forward's.
     torch.testing.assert_close(grad_v[..., 0], weights.sum(dim=-2), rtol=1e-5, atol=1e-5)
 
 
 def test_dropout_in_attention_draws_anew_each_call_and_repeats_under_a_seed():
-    first, _ = _dropped_attention(True)
-    again, _ = _dropped_attention(True)
+    first, _, _ = _dropped_attention(True)
+    again, _, _ = _dropped_attention(True)
     assert torch.equal(first, again), "torch.manual_seed(0) gave the same mask"
     q, k, v = torch.randn(1, 2, 8, 16), torch.randn(1, 2, 16, 16), torch.randn(1, 2, 16, 16)
     attention = torch.compile(lambda q, k, v: aten._scaled_dot_product_efficient_attention(q, k, v, None, True, 0.5)[0],
