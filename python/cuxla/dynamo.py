@@ -152,8 +152,10 @@ class _XlaProgram:
         # Inputs on another device (a CPU scalar beside CUDA tensors, which
         # PyTorch's ops accept) are moved to the program's at each call.
         self.moved = [i for i, t in enumerate(inputs) if t.device != self.device]
-        self.constants = [c.to(self.device) for c in _constants_as_inputs(gm)]
-        inputs = [*inputs, *self.constants]
+        constants = [c.to(self.device) for c in _constants_as_inputs(gm)]
+        # XLA arrays once (a view each, or an empty buffer), not an import per call.
+        self.constants = [cuxla.from_dlpack(c) for c in constants]
+        inputs = [*inputs, *constants]
         self.random = any(_is_random(n) for n in gm.graph.nodes if n.op == "call_function")
 
         def run_graph(*jax_args):
@@ -271,8 +273,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Ca
                     raise failure.__cause__ from None
     except Exception as error:  # a graph nothing could lower, or a bug of ours: it still runs
         reason = f"the graph did not lower: {_one_line(error)}"
-    log.warning("a graph of %d ops runs in PyTorch: %s", len(_aten_ops(gm)), reason)
     ops = len(_aten_ops(gm))
+    log.warning("a graph of %d ops runs in PyTorch: %s", ops, reason)
     _record(ops, 0, {"graph": (f"a whole graph of {ops} ops", reason)})
     return make_boxed_func(_reshapes_for_views(_copy(gm)))
 
