@@ -137,32 +137,36 @@ def _(grad_out, query, key, value, bias, is_causal, scale, dropout_p=0.0, seed=N
 # mask itself needs a gradient, and for the CPU flash kernel with dropout.
 
 
-def _seed(query: torch.Tensor, dropout_p: float) -> torch.Tensor:
-    if not dropout_p:
-        return torch.zeros((), dtype=torch.int64, device=query.device)
-    return torch.randint(0, 2**62, (), dtype=torch.int64, device=query.device)
+def _forward(query, key, value, bias, is_causal, scale, dropout_p):
+    """(output, log-sum-exp, seed of the dropout mask: 0 without dropout)."""
+    seed = torch.zeros((), dtype=torch.int64, device=query.device)
+    if dropout_p:
+        seed = torch.randint(0, 2**62, (), dtype=torch.int64, device=query.device)
+    out, lse = attention(query, key, value, bias, is_causal, _scale(query, scale), dropout_p,
+                         seed if dropout_p else None)
+    return out, lse, seed
 
 
-def _dropout_seed(dropout_p: float, seed: torch.Tensor) -> torch.Tensor | None:
-    return seed if dropout_p else None
+def _backward(grad_out, query, key, value, bias, is_causal, scale, dropout_p, seed):
+    return attention_backward(grad_out, query, key, value, bias, is_causal, _scale(query, scale), dropout_p,
+                              seed if dropout_p else None)
+
 
 def _flash_cpu(query, key, value, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):
     if dropout_p:
         return NotImplemented
-    return attention(query, key, value, attn_mask, is_causal, _scale(query, scale))
+    return _forward(query, key, value, attn_mask, is_causal, scale, 0.0)[:2]
 
 
 def _flash_cpu_backward(grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, *, attn_mask=None,
                         scale=None):
     if dropout_p:
         return NotImplemented
-    return attention_backward(grad_out, query, key, value, attn_mask, is_causal, _scale(query, scale))
+    return _backward(grad_out, query, key, value, attn_mask, is_causal, scale, 0.0, None)
 
 
 def _efficient(query, key, value, attn_bias, compute_log_sumexp, dropout_p=0.0, is_causal=False, *, scale=None):
-    seed = _seed(query, dropout_p)
-    out, lse = attention(query, key, value, attn_bias, is_causal, _scale(query, scale), dropout_p,
-                         _dropout_seed(dropout_p, seed))
+    out, lse, seed = _forward(query, key, value, attn_bias, is_causal, scale, dropout_p)
     return out, lse, seed, seed.clone()
 
 
@@ -170,46 +174,37 @@ def _efficient_backward(grad_out, query, key, value, attn_bias, out, logsumexp, 
                         dropout_p, grad_input_mask, is_causal=False, *, scale=None):
     if attn_bias is not None and grad_input_mask[3]:
         return NotImplemented
-    grads = attention_backward(grad_out, query, key, value, attn_bias, is_causal, _scale(query, scale), dropout_p,
-                               _dropout_seed(dropout_p, philox_seed))
-    return (*grads, None)
+    return (*_backward(grad_out, query, key, value, attn_bias, is_causal, scale, dropout_p, philox_seed), None)
 
 
-def _sequence_outputs(query, key):
-    """The flash and cuDNN kernels' outputs that only their backward reads."""
+def _flash_or_cudnn(query, key, value, bias, dropout_p, is_causal, return_debug_mask, scale):
+    """The flash and cuDNN kernels' outputs: theirs where only their backward
+    reads them (sequence offsets and lengths, RNG state, debug mask)."""
+    if return_debug_mask:
+        return NotImplemented
+    out, lse, seed = _forward(query, key, value, bias, is_causal, scale, dropout_p)
     offsets = query.new_empty((0,), dtype=torch.int32)
-    return offsets, offsets.clone(), query.shape[2], key.shape[2]
+    return (out, lse, offsets, offsets.clone(), query.shape[2], key.shape[2], seed, seed.clone(),
+            query.new_empty((0,)))
 
 
 def _flash(query, key, value, dropout_p=0.0, is_causal=False, return_debug_mask=False, *, scale=None):
-    if return_debug_mask:
-        return NotImplemented
-    seed = _seed(query, dropout_p)
-    out, lse = attention(query, key, value, None, is_causal, _scale(query, scale), dropout_p,
-                         _dropout_seed(dropout_p, seed))
-    return (out, lse, *_sequence_outputs(query, key), seed, seed.clone(), query.new_empty((0,)))
+    return _flash_or_cudnn(query, key, value, None, dropout_p, is_causal, return_debug_mask, scale)
 
 
 def _flash_backward(grad_out, query, key, value, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p,
                     is_causal, philox_seed, philox_offset, *, scale=None):
-    return attention_backward(grad_out, query, key, value, None, is_causal, _scale(query, scale), dropout_p,
-                              _dropout_seed(dropout_p, philox_seed))
+    return _backward(grad_out, query, key, value, None, is_causal, scale, dropout_p, philox_seed)
 
 
 def _cudnn(query, key, value, attn_bias, compute_log_sumexp, dropout_p=0.0, is_causal=False,
            return_debug_mask=False, *, scale=None):
-    if return_debug_mask:
-        return NotImplemented
-    seed = _seed(query, dropout_p)
-    out, lse = attention(query, key, value, attn_bias, is_causal, _scale(query, scale), dropout_p,
-                         _dropout_seed(dropout_p, seed))
-    return (out, lse, *_sequence_outputs(query, key), seed, seed.clone(), query.new_empty((0,)))
+    return _flash_or_cudnn(query, key, value, attn_bias, dropout_p, is_causal, return_debug_mask, scale)
 
 
 def _cudnn_backward(grad_out, query, key, value, out, logsumexp, philox_seed, philox_offset, attn_bias, cum_seq_q,
                     cum_seq_k, max_q, max_k, dropout_p, is_causal, *, scale=None):
-    return attention_backward(grad_out, query, key, value, attn_bias, is_causal, _scale(query, scale), dropout_p,
-                              _dropout_seed(dropout_p, philox_seed))
+    return _backward(grad_out, query, key, value, attn_bias, is_causal, scale, dropout_p, philox_seed)
 
 
 DECOMPOSITIONS = {
