@@ -73,7 +73,8 @@ def _frameworks_report() -> None:
         fast = hasattr(torch.Tensor, "__dlpack_c_exchange_api__")
         print(f"  torch {torch_version}: DLPack C exchange API "
               + ("found (fast handoffs)" if fast else "absent (PyTorch < 2.10: handoffs go through __dlpack__)"))
-    for name, use in (("torchax", "torch.compile(backend='cuxla') lowering"), ("jax", "torchax, and bench comparisons")):
+    for name, use in (("torchax", "torch.compile(backend='cuxla') lowering"), ("jax", "torchax, and bench comparisons"),
+                      ("transformers", "the model zoo of bench models")):
         version = _version(name)
         print(f"  {name}: " + (version if version else f"not installed (needed for {use})"))
 
