@@ -127,12 +127,12 @@ def lowering_context(platform: str, mesh=None):
         yield
 
 
-def _add_cuxla_lowerings(env) -> None:
+def _add_cuxla_lowerings(env, table: dict | None = None) -> None:
     from torchax import ops
 
     from ._lowerings import lowerings
 
-    for target, lowering in lowerings().items():
+    for target, lowering in (table if table is not None else lowerings()).items():
         env._ops[target] = ops.ops_registry.Operator(
             target, lowering, is_jax_function=True, is_user_defined=True, needs_env=False, is_view_op=False)
 
@@ -141,14 +141,18 @@ def has_lowering(target) -> bool:
     """Whether `target` lowers: by torchax (directly or by decomposition) or
     by cuxla (whose table grows as libraries register their custom ops)."""
     env = environment()
-    for attempt in range(2):
-        try:
-            env._get_op_or_decomp(target)
-            return True
-        except Exception:  # torchax's OperatorNotFound, or a target it cannot look up
-            if attempt == 0:
-                _add_cuxla_lowerings(env)
-    return False
+    try:
+        env._get_op_or_decomp(target)
+        return True
+    except Exception:  # torchax's OperatorNotFound, or a target it cannot look up
+        pass
+    from ._lowerings import lowerings
+
+    lowering = lowerings().get(target)  # a library's op registered after the environment was made
+    if lowering is None:
+        return False
+    _add_cuxla_lowerings(env, {target: lowering})
+    return True
 
 
 def drop_device_moves(graph: torch.fx.GraphModule) -> None:

@@ -69,8 +69,8 @@ def reset_report() -> None:
         _stats.update(_STATS)
 
 
-def _record(ops: int, xla_ops: int, kept: dict[str, str]) -> None:
-    """One compiled graph's share in the report."""
+def _record(ops: int, xla_ops: int, kept: dict[str, tuple[str, str]]) -> None:
+    """One compiled graph's share in the report (`kept`: node -> (op, why))."""
     with _lock:
         _stats["graphs"] += 1
         _stats["aten_ops"] += ops
@@ -130,7 +130,7 @@ class _Supported(OperatorSupport):
         self.kept: dict[str, tuple[str, str]] = {}
 
     def is_node_supported(self, submodules, node: torch.fx.Node) -> bool:
-        if node.op != "call_function" or node.target is operator.getitem:
+        if not _is_aten_op(node):
             return node.target is operator.getitem
         reason = self.ruled_out.get(node.name) or _why_not(node)
         if reason is not None:
@@ -253,8 +253,12 @@ def _example_values(gm: torch.fx.GraphModule) -> list:
     return [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
 
 
+def _is_aten_op(node: torch.fx.Node) -> bool:
+    return node.op == "call_function" and node.target is not operator.getitem
+
+
 def _aten_ops(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
-    return [n for n in gm.graph.nodes if n.op == "call_function" and n.target is not operator.getitem]
+    return [n for n in gm.graph.nodes if _is_aten_op(n)]
 
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable:
@@ -350,7 +354,7 @@ def _partition_and_lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
     supported = _Supported(ruled_out)
     partitioner = CapabilityBasedPartitioner(_copy(gm), supported, allows_single_node_partition=True)
     partitions = partitioner.propose_partitions()
-    in_xla = sum(1 for p in partitions for n in p.nodes if n.op == "call_function" and n.target is not operator.getitem)
+    in_xla = sum(1 for p in partitions for n in p.nodes if _is_aten_op(n))
     if in_xla == len(every_op) and len(partitions) == 1 and all(isinstance(v, torch.Tensor) for v in example_inputs):
         program = _lower(gm, list(example_inputs))
         _record(len(every_op), in_xla, {})
