@@ -17,9 +17,10 @@ import tempfile
 import zipfile
 
 # The PJRT C API header, its stream/layouts/FFI extensions and the XLA FFI C
-# API. xla-cpu-pjrt 0.0.1 ships pjrt_c_api.h (API 0.81) but not the extension
-# headers, so all come from one TensorFlow CPU wheel (PJRT C API 0.90), which
-# ships them together.
+# API, all from one TensorFlow CPU wheel (PJRT C API 0.90): no smaller registry
+# package has the extension headers (xla-cpu-pjrt 0.0.1 ships pjrt_c_api.h 0.81
+# alone, jaxlib only the FFI's c_api.h; torch-xla 2.9.0, libtpu 0.0.52 and
+# jax-cuda13-pjrt none), so cuxla downloads its 261 MB once for five headers.
 WHEELS = [
     {
         "requirement": "tensorflow-cpu==2.21.0",
@@ -55,9 +56,10 @@ def fetch(wheel: dict, dest: pathlib.Path) -> None:
     if all((dest / out).is_file() for out in wheel["headers"].values()):
         return
     with tempfile.TemporaryDirectory() as tmp:
-        print(f"cuxla: downloading {wheel['requirement']} for its headers", file=sys.stderr)
+        print(f"cuxla: downloading {wheel['requirement']} for its {len(wheel['headers'])} header(s), once",
+              file=sys.stderr)
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--progress-bar", "on",
              "--only-binary=:all:", "--python-version", "3.11",
              "--platform", "manylinux_2_27_x86_64", "--platform", "manylinux_2_28_x86_64",
              "--dest", tmp, wheel["requirement"]],
