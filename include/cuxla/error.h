@@ -9,10 +9,12 @@ namespace cuxla {
 
 // Which Python exception an Error maps to (DESIGN.md, "Errors").
 enum class ErrorKind {
-  kValue,    // a bad argument: ValueError
-  kBuffer,   // something DLPack cannot describe: BufferError
-  kMemory,   // out of memory: MemoryError
-  kRuntime,  // everything else: RuntimeError
+  kValue,     // a bad argument: ValueError
+  kBuffer,    // something DLPack cannot describe: BufferError
+  kMemory,    // out of memory: MemoryError
+  kRuntime,   // everything else: RuntimeError
+  kCompile,   // the compiler refused a program: cuxla.CompileError, a ValueError
+  kNoDevice,  // the platform has no plugin or no device here: cuxla.NoDeviceError, a RuntimeError
 };
 
 class Error : public std::runtime_error {

@@ -35,6 +35,9 @@ inline nb::tuple Tuple(std::span<const int64_t> values) {
 // numpy.dtype of a cuxla dtype (ml_dtypes registers bfloat16 and the float8s).
 nb::object NumpyDType(DType dtype);
 
+// A bad argument as an error message shows it: its type and repr ("str 'yes'").
+std::string Described(nb::handle value);
+
 // Where an import goes: a client, a device, or (both null) the default
 // client of the tensor's platform, on the tensor's own device.
 struct ImportTarget {

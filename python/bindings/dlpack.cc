@@ -296,6 +296,12 @@ nb::object ExportTo(const Array& array, nb::handle type) {
 }
 
 ImportTarget TargetOf(nb::handle device, nb::handle client) {
+  // Names such as "cuda:1", torch.devices, ints and platform names are the
+  // package's to resolve, off the path of a Device or a Client.
+  if ((!device.is_none() && !nb::isinstance<PyDevice>(device)) || (!client.is_none() && !nb::hasattr(client, "_core"))) {
+    const nb::object resolved = nb::module_::import_("cuxla._client").attr("import_target")(device, client);
+    return TargetOf(resolved[0], resolved[1]);
+  }
   ImportTarget target;
   if (!client.is_none()) target.state = nb::cast<std::shared_ptr<Client>>(client.attr("_core"))->state();
   if (!device.is_none()) {
@@ -397,9 +403,11 @@ Executable::Call PrepareCall(const Executable& executable, const nb::args& args,
 }
 
 void RegisterDLPack(nb::module_& m, nb::class_<Array>& array) {
-  m.def("from_dlpack", [](nb::handle x, nb::handle device, std::optional<bool> copy, nb::handle client) {
-    return ImportObject(x, TargetOf(device, client), copy);
-  }, "x"_a, nb::kw_only(), "device"_a = nb::none(), "copy"_a = nb::none(), "client"_a = nb::none(),
+  m.def("from_dlpack", [](nb::handle x, nb::handle device, nb::handle copy, nb::handle client) {
+    if (!copy.is_none() && !PyBool_Check(copy.ptr()))
+      throw nb::type_error(("copy must be None, True or False, not a " + Described(copy)).c_str());
+    return ImportObject(x, TargetOf(device, client), copy.is_none() ? std::nullopt : std::optional(copy.is(Py_True)));
+  }, "x"_a.none(), nb::kw_only(), "device"_a = nb::none(), "copy"_a = nb::none(), "client"_a = nb::none(),
      "Imports any DLPack producer or capsule as an Array: a view of its memory when XLA can "
      "use it as it is, else (copy=None) one compact device copy.");
 

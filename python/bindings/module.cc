@@ -36,6 +36,10 @@ nb::handle numpy_dtype;
 
 nb::object NumpyDType(DType dtype) { return numpy_dtype(std::string(DTypeName(dtype))); }
 
+std::string Described(nb::handle value) {
+  return std::string(nb::type_name(value.type()).c_str()) + " " + nb::repr(value).c_str();
+}
+
 }  // namespace cuxla::bindings
 
 namespace {
@@ -128,6 +132,13 @@ NB_MODULE(_cuxla, m) {
   nb::module_::import_("ml_dtypes");  // registers bfloat16 and the float8s with NumPy
   numpy_dtype = nb::module_::import_("numpy").attr("dtype").inc_ref();
 
+  // cuxla's own two exception types; everything else is a built-in one (README, "Errors").
+  static nb::handle compile_error = PyErr_NewExceptionWithDoc(
+      "cuxla.CompileError", "The compiler refused a program; the message is the plugin's.", PyExc_ValueError, nullptr);
+  static nb::handle no_device_error = PyErr_NewExceptionWithDoc(
+      "cuxla.NoDeviceError", "A platform has no plugin or no device on this machine.", PyExc_RuntimeError, nullptr);
+  m.attr("CompileError") = compile_error;
+  m.attr("NoDeviceError") = no_device_error;
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);
@@ -137,6 +148,8 @@ NB_MODULE(_cuxla, m) {
         case cuxla::ErrorKind::kBuffer: PyErr_SetString(PyExc_BufferError, e.what()); break;
         case cuxla::ErrorKind::kMemory: PyErr_SetString(PyExc_MemoryError, e.what()); break;
         case cuxla::ErrorKind::kRuntime: PyErr_SetString(PyExc_RuntimeError, e.what()); break;
+        case cuxla::ErrorKind::kCompile: PyErr_SetString(compile_error.ptr(), e.what()); break;
+        case cuxla::ErrorKind::kNoDevice: PyErr_SetString(no_device_error.ptr(), e.what()); break;
       }
     }
   });

@@ -21,11 +21,23 @@ struct PyMesh {
   std::shared_ptr<const ClientState> state;
 };
 
-PyMesh MakeMesh(const std::vector<PyDevice>& devices, std::vector<std::string> axis_names,
-                std::optional<std::vector<int64_t>> shape) {
+// Mesh's arguments as JAX's Mesh takes them: one axis name may be a bare string.
+PyMesh MakeMesh(nb::handle devices_arg, nb::handle names_arg, nb::handle shape_arg) {
+  std::vector<PyDevice> devices;
+  std::vector<std::string> axis_names;
+  std::vector<int64_t> shape;
+  if (!nb::try_cast(devices_arg, devices))
+    throw nb::type_error(("Mesh's devices must be a sequence of cuxla.Device, not a " + Described(devices_arg)).c_str());
+  if (nb::isinstance<nb::str>(names_arg))
+    axis_names.push_back(nb::cast<std::string>(names_arg));
+  else if (!nb::try_cast(names_arg, axis_names))
+    throw nb::type_error(("Mesh's axis_names must be a name or a sequence of names, not a " + Described(names_arg)).c_str());
+  if (shape_arg.is_none())
+    shape.push_back(static_cast<int64_t>(devices.size()));
+  else if (!nb::try_cast(shape_arg, shape))
+    throw nb::type_error(("Mesh's shape must be a sequence of ints, not a " + Described(shape_arg)).c_str());
   if (devices.empty()) throw Error(ErrorKind::kValue, "a mesh needs at least one device");
-  PyMesh py{Mesh{shape.value_or(std::vector<int64_t>{static_cast<int64_t>(devices.size())}),
-                 std::move(axis_names), {}},
+  PyMesh py{Mesh{std::move(shape), std::move(axis_names), {}},
             devices.front().state};
   for (const PyDevice& d : devices) {
     if (d.state->client.get() != py.state->client.get())
@@ -40,7 +52,7 @@ PyMesh MakeMesh(const std::vector<PyDevice>& devices, std::vector<std::string> a
 
 void RegisterSharding(nb::module_& m, nb::class_<Executable>& executable) {
   nb::class_<PyMesh>(m, "Mesh")
-      .def(nb::new_(&MakeMesh), "devices"_a, "axis_names"_a, "shape"_a = nb::none(),
+      .def(nb::new_(&MakeMesh), "devices"_a.none(), "axis_names"_a.none(), "shape"_a = nb::none(),
            "Devices of one client in a grid with named axes (row-major); `shape` "
            "defaults to one axis of all the devices.")
       .def_prop_ro("shape", [](const PyMesh& p) { return Tuple(p.mesh.shape); })
@@ -57,6 +69,7 @@ void RegisterSharding(nb::module_& m, nb::class_<Executable>& executable) {
       .def("__repr__", [](const PyMesh& p) {
         std::string names;
         for (const auto& n : p.mesh.axis_names) names += (names.empty() ? "'" : ", '") + n + "'";
+        if (p.mesh.axis_names.size() == 1) names += ",";
         return "Mesh(shape=" + TupleText(p.mesh.shape) + ", axis_names=(" + names + "))";
       });
 

@@ -3,7 +3,8 @@
 The C++ core (``cuxla._cuxla``) does the work; this package adds the Python
 conveniences: client selection, host conversion and the command line.
 """
-from ._cuxla import Array, Device, Executable, Mesh, Plugin, ShardedArray, from_dlpack
+from ._cuxla import (Array, CompileError, Device, Executable, Mesh, NoDeviceError, Plugin, ShardedArray,
+                     from_dlpack)
 from ._client import Client, asarray, compile, default_client, devices, shard
 
 __version__ = "0.1.0"
@@ -20,9 +21,11 @@ def __getattr__(name: str):
 __all__ = [
     "Array",
     "Client",
+    "CompileError",
     "Device",
     "Executable",
     "Mesh",
+    "NoDeviceError",
     "Plugin",
     "ShardedArray",
     "asarray",

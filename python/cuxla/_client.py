@@ -45,6 +45,8 @@ class Client:
         num_nodes: int = 1,
         kv_store: Any = None,
     ) -> None:
+        if platform is not None:
+            platform = platform_name(platform, plugin_given=plugin is not None)
         chosen, path = _cuxla.choose_plugin(
             platform or "", os.fspath(plugin) if plugin is not None else "", package_dirs()
         )
@@ -85,12 +87,99 @@ class Client:
         """The devices of every process of the client."""
         return self._core.global_device_count
 
-    def memory_stats(self, device: _cuxla.Device | None = None) -> dict[str, int | None] | None:
+    def memory_stats(self, device: Any = None) -> dict[str, int | None] | None:
         """The device allocator's statistics, or None where the plugin has none."""
-        return self._core.memory_stats(device if device is not None else self.devices()[0])
+        return self._core.memory_stats(self.devices()[0] if device is None else as_device(device, self))
 
     def __repr__(self) -> str:
         return f"cuxla.Client({self.platform!r}, devices={len(self.devices())}, plugin={self.plugin!r})"
+
+
+# What users call platforms, in any case: JAX says "gpu" where PJRT says "cuda".
+_PLATFORMS = {"cpu": "cpu", "cuda": "cuda", "gpu": "cuda"}
+
+
+def _described(value: Any) -> str:
+    return f"{type(value).__name__} {value!r}"
+
+
+def platform_name(name: Any, *, plugin_given: bool = False) -> str:
+    """The platform cuxla means by `name` ("cpu", "cuda", "gpu", any case);
+    with a plugin path given, any name passes (lower-cased)."""
+    if not isinstance(name, str):
+        raise TypeError(f"a platform is a name such as 'cuda' or 'cpu', not a {_described(name)}")
+    platform = _PLATFORMS.get(name.lower())
+    if platform is not None:
+        return platform
+    if plugin_given:
+        return name.lower()
+    raise ValueError(f"cuxla knows the platforms 'cpu' and 'cuda' (or 'gpu'), not {name!r}; "
+                     "pass plugin= for another")
+
+
+def as_client(client: Any) -> Client:
+    """`client` as a Client: a Client, or a platform name for that platform's default client."""
+    if isinstance(client, Client):
+        return client
+    if isinstance(client, str):
+        return client_for_platform(platform_name(client))
+    raise TypeError(f"client must be a cuxla.Client or a platform name such as 'cuda', not a {_described(client)}")
+
+
+def _is_torch_device(value: Any) -> bool:
+    return type(value).__module__ == "torch" and type(value).__name__ == "device"
+
+
+def as_device(device: Any, client: Any = None) -> _cuxla.Device:
+    """`device` as a cuxla Device, from what PyTorch and JAX users pass: a
+    Device; "cuda", "cuda:1", "cpu", "gpu:0" (any case) or a torch.device,
+    index meaning the CUDA ordinal (without one, PyTorch's current CUDA device
+    if PyTorch has one, else the first); an int, the index among the devices
+    of `client` (else of the default client)."""
+    if isinstance(device, _cuxla.Device):
+        return device
+    chosen = as_client(client) if client is not None else None
+    if isinstance(device, int) and not isinstance(device, bool):
+        chosen = chosen or default_client()
+        devices = chosen.devices()
+        if not 0 <= device < len(devices):
+            raise ValueError(f"device {device} does not exist: the {chosen.platform} client has "
+                             f"{len(devices)} device(s)")
+        return devices[device]
+    if not isinstance(device, str) and not _is_torch_device(device):
+        raise TypeError("device must be a cuxla.Device, a torch.device, a name such as 'cuda:0' or an int, "
+                        f"not a {_described(device)}")
+    name, _, index_text = str(device).partition(":")
+    platform = platform_name(name)
+    if index_text and not index_text.isdigit():
+        raise ValueError(f"device {str(device)!r} has no index after ':'; write e.g. '{platform}:0'")
+    index = int(index_text) if index_text else _current_index(platform)
+    if chosen is not None and chosen.platform != platform:
+        raise ValueError(f"device {str(device)!r} is not a device of the {chosen.platform} client")
+    chosen = chosen or client_for_platform(platform)
+    devices = chosen.devices()
+    if platform == "cuda":  # PyTorch's ordinal, whatever devices the client was made to see
+        found = [d for d in devices if d.local_hardware_id == index]
+    else:
+        found = [d for d in devices if d.id == index]
+    if not found:
+        raise ValueError(f"device {str(device)!r} does not exist: the {platform} client has "
+                         f"{', '.join(repr(d) for d in devices)}")
+    return found[0]
+
+
+def _current_index(platform: str) -> int:
+    torch = sys.modules.get("torch")
+    if platform == "cuda" and torch is not None and torch.cuda.is_initialized():
+        return torch.cuda.current_device()
+    return 0
+
+
+def import_target(device: Any, client: Any) -> tuple[_cuxla.Device | None, Client | None]:
+    """from_dlpack's device= and client=, resolved (its slow path: anything
+    but a Device and a Client)."""
+    target = as_device(device, client) if device is not None else None
+    return target, as_client(client) if client is not None else None
 
 
 _clients_lock = threading.Lock()
@@ -123,21 +212,24 @@ def devices() -> list[_cuxla.Device]:
     return default_client().devices()
 
 
-def asarray(obj: Any, *, device: _cuxla.Device | None = None, client: Client | None = None) -> _cuxla.Array:
+def asarray(obj: Any, *, device: Any = None, client: Any = None) -> _cuxla.Array:
     """Copy host data (NumPy arrays, lists, scalars) to a device Array.
 
     dtypes are kept exactly (float64 stays float64); Python scalars take
-    NumPy's default types. ``device`` defaults to the client's first device.
+    NumPy's default types. ``device`` (as ``from_dlpack`` takes it) defaults
+    to the client's first device.
     """
+    if device is not None:
+        device = as_device(device, client)
     if isinstance(obj, _cuxla.Array) and (device is None or obj.device == device):
         return obj
     if device is None:
-        device = (client or default_client()).devices()[0]
+        device = (as_client(client) if client is not None else default_client()).devices()[0]
     host = np.asarray(obj, order="C")  # its dtype is checked by _from_host
     return _cuxla._from_host(host.ctypes.data, host.dtype.name, list(host.shape), device)
 
 
-def compile(program: str | bytes, *, client: Client | None = None,
+def compile(program: str | bytes, *, client: Any = None,
             mesh: _cuxla.Mesh | None = None) -> _cuxla.Executable:
     """Compile StableHLO (MLIR text or bytecode) for the client's first device,
     or with ``mesh`` as an SPMD program with one partition per mesh device
@@ -149,6 +241,8 @@ def compile(program: str | bytes, *, client: Client | None = None,
         program = program.encode()
     if not isinstance(program, (bytes, bytearray, memoryview)):
         raise TypeError(f"program must be str or bytes, not {type(program).__name__}")
+    if client is not None:
+        client = as_client(client)
     if mesh is not None:
         if client is None:
             client = client_for_platform(mesh.devices[0].platform)

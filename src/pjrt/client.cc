@@ -282,7 +282,16 @@ std::shared_ptr<Client> Client::CreateResolved(std::shared_ptr<const pjrt::Plugi
   if (resolved.kv_store != nullptr) pjrt::SetKeyValueCallbacks(args, *resolved.kv_store);
   {
     const CpuThreadsForPartitions threads(platform, resolved);
-    CUXLA_PJRT_CALL(api, PJRT_Client_Create, &args);
+    try {
+      CUXLA_PJRT_CALL(api, PJRT_Client_Create, &args);
+    } catch (const Error& e) {
+      // The CUDA plugin's words for "no GPU" differ between versions; the driver's device count does not.
+      const cuda::DriverStatus& driver = cuda::Driver();
+      if (platform != "cuda" || driver.device_count > 0) throw;
+      throw Error(ErrorKind::kNoDevice, "no CUDA device here (" +
+                                            (driver.available ? std::string("the driver sees none") : driver.why_not) +
+                                            "): " + e.what());
+    }
   }
 
   auto state = std::make_shared<ClientState>();
@@ -304,7 +313,7 @@ std::shared_ptr<Client> Client::CreateResolved(std::shared_ptr<const pjrt::Plugi
   for (size_t i = 0; i < dev_args.num_addressable_devices; ++i)
     state->devices.push_back(DescribeDevice(api, dev_args.addressable_devices[i], state->platform));
   if (state->devices.empty())
-    throw Error(ErrorKind::kRuntime, "the " + platform + " client has no addressable device");
+    throw Error(ErrorKind::kNoDevice, "the " + platform + " client has no addressable device");
   auto all_args = CUXLA_PJRT_ARGS(PJRT_Client_Devices_Args);
   all_args.client = args.client;
   CUXLA_PJRT_CALL(api, PJRT_Client_Devices, &all_args);

@@ -40,7 +40,7 @@ std::shared_ptr<const Executable> Executable::Compile(std::shared_ptr<const Clie
 std::shared_ptr<const Executable> Executable::Compile(std::shared_ptr<const ClientState> state,
                                                       std::string_view program,
                                                       std::span<const Device* const> devices) {
-  if (program.empty()) throw Error(ErrorKind::kValue, "cannot compile an empty program");
+  if (program.empty()) throw Error(ErrorKind::kCompile, "cannot compile an empty program");
   if (devices.empty()) throw Error(ErrorKind::kValue, "cannot compile for no device");
   const pjrt::Api& api = state->api();
   // The client's own records of the devices; throws for another client's device.
@@ -67,7 +67,13 @@ std::shared_ptr<const Executable> Executable::Compile(std::shared_ptr<const Clie
   args.program = &pjrt_program;
   args.compile_options = options.data();
   args.compile_options_size = options.size();
-  CUXLA_PJRT_CALL(api, PJRT_Client_Compile, &args);
+  try {
+    CUXLA_PJRT_CALL(api, PJRT_Client_Compile, &args);
+  } catch (const Error& e) {
+    // Whatever code the plugin gave, a refused program is one error type; running out of memory stays that.
+    if (e.kind() == ErrorKind::kMemory) throw;
+    throw Error(ErrorKind::kCompile, e.what());
+  }
   pjrt::LoadedExecutablePtr loaded(args.executable, pjrt::LoadedExecutableDestroy{&api});
   return std::make_shared<const Executable>(std::move(state), std::move(loaded), std::move(placed));
 }

@@ -17,15 +17,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Where each platform's plugin lives inside an installed Python package.
+// Where each platform's plugin lives inside an installed Python package, and
+// what installs it.
 struct KnownPlugin {
   const char* platform;
   const char* package_path;
+  const char* install;
 };
 constexpr KnownPlugin kKnownPlugins[] = {
-    {"cuda", "jax_plugins/xla_cuda13/xla_cuda_plugin.so"},  // jax-cuda13-pjrt
-    {"cuda", "jax_plugins/xla_cuda12/xla_cuda_plugin.so"},  // jax-cuda12-pjrt
-    {"cpu", "xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so"},    // xla-cpu-pjrt
+    {"cuda", "jax_plugins/xla_cuda13/xla_cuda_plugin.so", "pip install 'cuxla[cuda]'"},  // jax-cuda13-pjrt
+    {"cuda", "jax_plugins/xla_cuda12/xla_cuda_plugin.so", "pip install 'cuxla[cuda]'"},  // jax-cuda12-pjrt
+    {"cpu", "xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so", "pip install 'cuxla[cpu]'"},    // xla-cpu-pjrt
 };
 
 [[noreturn]] void Refuse(const std::string& path, const std::string& why) {
@@ -222,7 +224,10 @@ PluginChoice ChoosePlugin(const std::string& platform, const std::string& plugin
   std::string looked;
   for (const PluginCandidate& candidate : search.candidates)
     looked += "\n  " + candidate.path + ": " + candidate.outcome;
-  throw Error(ErrorKind::kValue, "no PJRT plugin found for platform '" + chosen + "'; looked at:" + looked);
+  std::string install;
+  for (const KnownPlugin& known : kKnownPlugins)
+    if (chosen == known.platform) install = std::string(" (") + known.install + " installs one)";
+  throw Error(ErrorKind::kNoDevice, "no PJRT plugin found for platform '" + chosen + "'" + install + "; looked at:" + looked);
 }
 
 }  // namespace cuxla::pjrt

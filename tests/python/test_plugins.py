@@ -85,5 +85,5 @@ def test_plugin_for_another_platform_is_refused(client):
 def test_no_plugin_found_names_every_place_looked(monkeypatch):
     monkeypatch.setattr(sys, "path", ["/nonexistent"])
     monkeypatch.delenv("CUXLA_PJRT_PLUGIN", raising=False)
-    with pytest.raises(ValueError, match="(?s)no PJRT plugin found for platform 'cpu'.*xla_cpu_pjrt.so"):
+    with pytest.raises(cuxla.NoDeviceError, match="(?s)no PJRT plugin found for platform 'cpu'.*xla_cpu_pjrt.so"):
         cuxla.Client("cpu")
