@@ -94,14 +94,16 @@ void RegisterSharding(nb::module_& m, nb::class_<Executable>& executable) {
     return ShardedArray::Of(std::move(shards), mesh.mesh, spec);
   }, "shards"_a, "mesh"_a, "spec"_a);
 
-  m.def("_compile_for", [](Client& client, nb::bytes program, const PyMesh& mesh) {
+  // With no client, the mesh's own compiles it (not cached: the cache is a Client's).
+  m.def("_compile_for", [](nb::bytes program, const PyMesh& mesh, Client* client) {
     std::string_view text(program.c_str(), program.size());
-    if (mesh.state->client.get() != client.state()->client.get())
+    if (client != nullptr && mesh.state->client.get() != client->state()->client.get())
       throw Error(ErrorKind::kValue, "the mesh's devices belong to another client than the one "
-                                     "compiling: pass client= (the mesh's)");
+                                     "compiling: pass the mesh's client, or none");
     nb::gil_scoped_release release;
-    return client.Compile(text, mesh.mesh.devices);
-  }, "client"_a, "program"_a, "mesh"_a);
+    return client != nullptr ? client->Compile(text, mesh.mesh.devices)
+                             : Executable::Compile(mesh.state, text, mesh.mesh.devices);
+  }, "program"_a, "mesh"_a, "client"_a.none());
 
   executable
       .def_prop_ro("num_partitions", &Executable::num_partitions)

@@ -244,9 +244,7 @@ def compile(program: str | bytes, *, client: Any = None,
     if client is not None:
         client = as_client(client)
     if mesh is not None:
-        if client is None:
-            client = client_for_platform(mesh.devices[0].platform)
-        return _cuxla._compile_for(client._core, bytes(program), mesh)
+        return _cuxla._compile_for(bytes(program), mesh, client._core if client is not None else None)
     return (client or default_client())._core._compile(bytes(program))
 
 

@@ -9,12 +9,12 @@ mesh's devices; XLA partitions it and inserts the collectives (the
 gradients' all-reduce: NCCL on GPUs). The batch's shards
 are imported onto the devices (zero-copy where they already are), the
 parameters stay on the devices as replicated ShardedArrays between steps,
-and `parameters()` hands them back to PyTorch zero-copy. Buffers (BatchNorm's
+and `parameters()` / `named_parameters()` hand them back to PyTorch zero-copy. Buffers (BatchNorm's
 running statistics, position ids) are read, never updated.
 """
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import torch
 from torch._decomp import core_aten_decompositions
@@ -78,7 +78,6 @@ class DataParallel:
                 [spec(p) for p in params], [spec(b) for b in buffers], [spec(b) for b in example_batch]).lower(
                 lowering_platforms=(mesh.devices[0].platform,))
         self.program = lowered.as_text()
-        client = client or _client.client_for_platform(mesh.devices[0].platform)
         self.executable = _client.compile(self.program, client=client, mesh=mesh)
         partitions = self._partitions = len(mesh.devices)
         self._params = [_client.shard([p] * partitions, mesh, [None] * p.ndim) for p in params]
@@ -102,7 +101,13 @@ class DataParallel:
         self._params = params
         return cuxla_torch.to_torch(loss.shards[0])
 
-    def parameters(self) -> dict[str, torch.Tensor]:
-        """The current parameters, as PyTorch tensors of the first device's
-        replica (zero-copy)."""
-        return {name: cuxla_torch.to_torch(p.shards[0]) for name, p in zip(self.names, self._params)}
+    def named_parameters(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """The current parameters with the model's names for them, as PyTorch
+        tensors of the first device's replica (zero-copy)."""
+        for name, p in zip(self.names, self._params):
+            yield name, cuxla_torch.to_torch(p.shards[0])
+
+    def parameters(self) -> Iterator[torch.Tensor]:
+        """The current parameters, in the model's order, as ``named_parameters`` has them."""
+        for _, tensor in self.named_parameters():
+            yield tensor

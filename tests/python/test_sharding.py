@@ -123,10 +123,11 @@ def test_data_parallel_sgd_equals_one_device_and_eager(spmd_client, mesh, name):
     one = cuxla.Mesh(spmd_client.devices()[:1], ["data"])
     losses = {}
     for label, m in (("mesh", mesh), ("one device", one)):
-        dp = DataParallel(copy.deepcopy(workload.model), workload.loss, m, lr=lr,
-                          example_batch=workload.batch, client=spmd_client)
+        # No client=: the mesh's devices say which client compiles (it is not the platform's default).
+        dp = DataParallel(copy.deepcopy(workload.model), workload.loss, m, lr=lr, example_batch=workload.batch)
         losses[label] = [dp.step(workload.batch).item() for _ in range(steps)]
-        params = dp.parameters()
+        params = dict(dp.named_parameters())
+        assert [p.data_ptr() for p in dp.parameters()] == [p.data_ptr() for p in params.values()]
     eager = copy.deepcopy(workload.model)
     optimizer = torch.optim.SGD(eager.parameters(), lr=lr)
     reference = []
