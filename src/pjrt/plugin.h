@@ -79,7 +79,7 @@ struct PluginChoice {
 // With `plugin_path`: that file, for `platform` or else the platform its file
 // name tells. Without: the plugin FindPlugin finds for `platform`, where an
 // empty platform means "cuda" when the CUDA driver sees a device and the CUDA
-// plugin is found, else "cpu". Throws a ValueError-kind Error listing every
+// plugin is found, else "cpu". Throws a NoDevice-kind Error listing every
 // place looked at when nothing fits.
 PluginChoice ChoosePlugin(const std::string& platform, const std::string& plugin_path,
                           const std::vector<std::string>& package_dirs);

@@ -137,10 +137,10 @@ TEST(ExecutableTest, InvalidMlirThrowsTheCompilersMessage) {
   EXPECT_EQ(message.rfind("PJRT_Client_Compile", 0), 0u) << message;
 }
 
-TEST(ExecutableTest, EmptyProgramThrowsValueError) {
+TEST(ExecutableTest, EmptyProgramIsACompileError) {
   auto error = ThrownError([] { Compile(""); });
   ASSERT_TRUE(error);
-  EXPECT_EQ(error->kind(), ErrorKind::kValue);
+  EXPECT_EQ(error->kind(), ErrorKind::kCompile);
 }
 
 TEST(ExecutableTest, WrongArgumentCountThrowsValueError) {

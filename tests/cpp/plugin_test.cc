@@ -200,7 +200,7 @@ TEST(PluginTest, ChoosePluginListsEveryPlaceLookedAtWhenNothingIsFound) {
   ScopedEnv no_override("CUXLA_PJRT_PLUGIN", std::nullopt);
   auto error = ThrownError([] { ChoosePlugin("tpu", "", {}); });
   ASSERT_TRUE(error);
-  EXPECT_EQ(error->kind(), ErrorKind::kValue);
+  EXPECT_EQ(error->kind(), ErrorKind::kNoDevice);
   EXPECT_TRUE(Contains(error->what(), "platform 'tpu'"));
   EXPECT_TRUE(Contains(error->what(), "looked at:"));
 }
