@@ -189,6 +189,9 @@ NB_MODULE(_cuxla, m) {
     return nb::make_tuple(choice.platform, choice.path);
   }, "platform"_a, "plugin"_a, "package_dirs"_a);
 
+  m.def("_buffer_alignment", [](const std::string& platform) { return cuxla::BufferAlignment(platform); },
+        "platform"_a, "The alignment XLA on `platform` needs of a buffer's address to view it.");
+
   nb::class_<cuxla::pjrt::Plugin>(m, "Plugin")
       .def_static("load", &cuxla::pjrt::Plugin::Load, "path"_a,
                   "Loads (once per process) the PJRT plugin at `path`.")

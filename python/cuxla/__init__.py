@@ -5,7 +5,7 @@ conveniences: client selection, host conversion and the command line.
 """
 from ._cuxla import (Array, CompileError, Device, Executable, Mesh, NoDeviceError, Plugin, ShardedArray,
                      from_dlpack)
-from ._client import Client, asarray, compile, default_client, devices, shard
+from ._client import Client, asalignedarray, asarray, compile, default_client, devices, shard
 
 __version__ = "0.1.0"
 
@@ -28,6 +28,7 @@ __all__ = [
     "NoDeviceError",
     "Plugin",
     "ShardedArray",
+    "asalignedarray",
     "asarray",
     "compile",
     "default_client",

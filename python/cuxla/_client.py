@@ -217,7 +217,9 @@ def asarray(obj: Any, *, device: Any = None, client: Any = None) -> _cuxla.Array
 
     dtypes are kept exactly (float64 stays float64); Python scalars take
     NumPy's default types. ``device`` (as ``from_dlpack`` takes it) defaults
-    to the client's first device.
+    to the client's first device. A copy even on the CPU, so that later
+    writes to ``obj`` are not seen: ``from_dlpack(asalignedarray(obj))`` is
+    a view there instead.
     """
     if device is not None:
         device = as_device(device, client)
@@ -227,6 +229,28 @@ def asarray(obj: Any, *, device: Any = None, client: Any = None) -> _cuxla.Array
         device = (as_client(client) if client is not None else default_client()).devices()[0]
     host = np.asarray(obj, order="C")  # its dtype is checked by _from_host
     return _cuxla._from_host(host.ctypes.data, host.dtype.name, list(host.shape), device)
+
+
+def asalignedarray(obj: Any, dtype: Any = None) -> np.ndarray:
+    """A C-contiguous NumPy array of ``obj`` in memory that the CPU plugin can
+    view: ``from_dlpack`` imports it without a copy, and writes to it are seen
+    by XLA.
+
+    NumPy aligns data to 16 bytes, the CPU plugin views only 64-byte aligned
+    memory (``from_dlpack`` copies other NumPy arrays, or refuses them under
+    ``copy=False``). As ``numpy.ascontiguousarray`` does, returns ``obj``
+    itself when it qualifies already (an empty array always does: there is
+    no memory to view), else a copy.
+    """
+    host = np.asarray(obj, dtype=dtype)
+    alignment = _cuxla._buffer_alignment("cpu")
+    if host.size == 0 or (host.flags.c_contiguous and host.ctypes.data % alignment == 0):
+        return host
+    raw = np.empty(host.nbytes + alignment, np.uint8)
+    start = -raw.ctypes.data % alignment
+    aligned = raw[start:start + host.nbytes].view(host.dtype).reshape(host.shape)
+    aligned[...] = host
+    return aligned
 
 
 def compile(program: str | bytes, *, client: Any = None,

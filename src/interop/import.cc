@@ -157,8 +157,7 @@ Array ImportDLPack(const std::shared_ptr<const ClientState>& state,
       Refuse(!layout ? "XLA cannot view a tensor of shape " + TupleText(dims) + " and strides " +
                            TupleText(strides) + " (steps, broadcasts or negative strides) without "
                            "copying, and copy=False"
-                     : "the tensor's data at address " +
-                           std::to_string(reinterpret_cast<uintptr_t>(data)) + " is not aligned to " +
+                     : "the tensor's data at address " + AddressText(data) + " is not aligned to " +
                            std::to_string(alignment) + " bytes as XLA needs, and copy=False");
     std::vector<int64_t> element_strides =
         strides.empty() ? CompactStrides(dims, *layout) : std::vector<int64_t>(strides.begin(), strides.end());

@@ -1,6 +1,8 @@
 #include "pjrt/array.h"
 
 #include <algorithm>
+#include <charconv>
+#include <iterator>
 #include <numeric>
 #include "pjrt/strided_copy.h"
 #include <string>
@@ -11,6 +13,12 @@ std::string TupleText(std::span<const int64_t> values) {
   std::string text = "(";
   for (size_t i = 0; i < values.size(); ++i) text += (i ? ", " : "") + std::to_string(values[i]);
   return text + (values.size() == 1 ? ",)" : ")");
+}
+
+std::string AddressText(const void* address) {
+  char digits[2 * sizeof(uintptr_t)];
+  char* end = std::to_chars(std::begin(digits), std::end(digits), reinterpret_cast<uintptr_t>(address), 16).ptr;
+  return "0x" + std::string(digits, end);
 }
 
 bool IsRowMajor(std::span<const int64_t> minor_to_major) noexcept {

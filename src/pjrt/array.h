@@ -18,6 +18,9 @@ namespace cuxla {
 // "(2, 3)", "(5,)", "()": a shape or strides as Python spells a tuple, for messages.
 std::string TupleText(std::span<const int64_t> values);
 
+// "0x7f3a5c000010": a memory address as Python's hex() spells it, for messages.
+std::string AddressText(const void* address);
+
 // Whether the permutation `minor_to_major` is the row-major layout (n-1, ..., 0).
 bool IsRowMajor(std::span<const int64_t> minor_to_major) noexcept;
 

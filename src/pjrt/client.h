@@ -24,6 +24,10 @@ namespace cuxla {
 class Array;
 class Executable;
 
+// The alignment XLA needs of a buffer's address on `platform`: XLA's GPU
+// entry parameters assume 16 bytes; the CPU plugin refuses views under 64.
+inline size_t BufferAlignment(std::string_view platform) noexcept { return platform == "cpu" ? 64 : 16; }
+
 // Options for a client. The memory options are a CUDA client's (DESIGN.md,
 // "Memory"): unset, they fall back to CUXLA_PREALLOCATE / CUXLA_MEM_FRACTION
 // / CUXLA_ALLOCATOR, then to the defaults: no preallocation, the plugin's own
@@ -103,9 +107,7 @@ struct ClientState {
 
   const pjrt::Api& api() const noexcept { return plugin->api(); }
   const Device& DeviceOf(PJRT_Device* handle) const;
-  // The alignment XLA needs of a buffer's address: XLA's GPU entry
-  // parameters assume 16 bytes; the CPU plugin refuses views under 64.
-  size_t buffer_alignment() const noexcept { return platform == "cpu" ? 64 : 16; }
+  size_t buffer_alignment() const noexcept { return BufferAlignment(platform); }
   // The device whose local_hardware_id is `id`; ValueError-kind Error if none.
   const Device& DeviceWithHardwareId(int id) const;
   // CUDA: an XLA stream on which externally made buffers of `device` are

@@ -75,9 +75,9 @@ Array CopyStrided(const std::shared_ptr<const ClientState>& state, const Device&
   std::optional<Array> source;
   try {
     if ((first - base) % item != 0)
-      throw Error(ErrorKind::kBuffer, "data at address " + std::to_string(first) +
-                                          " is not aligned to its " + std::to_string(item) +
-                                          "-byte elements, so it cannot be copied on the device");
+      throw Error(ErrorKind::kBuffer,
+                  "data at address " + AddressText(reinterpret_cast<const void*>(first)) + " is not aligned to its " +
+                      std::to_string(item) + "-byte elements, so it cannot be copied on the device");
     source.emplace(Array::CreateView(state, flat, device));
   } catch (...) {
     release(flat.data, release_arg);  // no view owns the memory: release it here

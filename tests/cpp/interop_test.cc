@@ -120,6 +120,11 @@ TEST(LayoutTest, TupleTextSpellsPythonTuples) {
   EXPECT_EQ(TupleText(Ints{}), "()");
 }
 
+TEST(LayoutTest, AddressTextSpellsPythonHex) {
+  EXPECT_EQ(AddressText(reinterpret_cast<const void*>(0x7f3a5c000010)), "0x7f3a5c000010");
+  EXPECT_EQ(AddressText(nullptr), "0x0");
+}
+
 // ----------------------------------------------------------------- dtypes
 
 TEST(DLDataTypeTest, EveryDTypeRoundTrips) {
@@ -411,7 +416,10 @@ TEST(ImportTest, MisalignedTensorIsRefusedWhenCopyNever) {
   Tensor tensor(memory.data() + 1, memory.device(), UInt8(), {8});
   const std::optional<Error> error = ImportRefusal(tensor.get(), CopyPolicy::kNever);
   ASSERT_TRUE(error);
-  EXPECT_TRUE(Contains(error->what(), "aligned"));
+  const std::string alignment = std::to_string(TestClient()->state()->buffer_alignment());
+  EXPECT_TRUE(Contains(error->what(), "at address " + AddressText(memory.data() + 1) + " is not aligned to " +
+                                          alignment + " bytes"))
+      << error->what();
   EXPECT_EQ(tensor.deleter_calls(), 1);
 }
 

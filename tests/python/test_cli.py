@@ -3,6 +3,10 @@ import json
 import subprocess
 import sys
 
+import pytest
+
+from cuxla import _demo
+
 
 def _run(*args):
     return subprocess.run([sys.executable, "-m", "cuxla", *args], capture_output=True, text=True, timeout=600)
@@ -29,6 +33,19 @@ def test_demo_runs_and_checks_its_result(client):
     result = _run("demo", "--platform", client.platform)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "-> OK" in result.stdout and "compile" in result.stdout
+    assert f"host -> device (3 {'views' if client.platform == 'cpu' else 'copies'})" in result.stdout
+
+
+def test_demo_hands_the_cpu_views_of_its_numpy_arrays(device):
+    if device.platform != "cpu":
+        pytest.skip("a GPU gets copies of host memory")
+    values = _demo.inputs(device)
+    arrays = _demo.upload(values, device)
+    for v, a in zip(values, arrays):
+        assert v.ctypes.data % 64 == 0
+        assert a.is_view and a.unsafe_buffer_pointer() == v.ctypes.data
+    values[2][0] = 42.0
+    assert arrays[2].numpy()[0] == 42.0
 
 
 def test_bench_commands_write_a_table_json_and_a_plot(tmp_path):

@@ -150,12 +150,53 @@ def test_another_cpu_device_views_the_same_host_memory():
     assert a.numpy()[0] == 9.0
 
 
-def test_misaligned_pointer_is_copied_not_viewed(tdev):
+def test_misaligned_pointer_is_copied_not_viewed(client, tdev):
     t = torch.arange(40, dtype=torch.uint8, device=tdev)[1:]  # one byte in
     a = cuxla.from_dlpack(t)
     assert not a.is_view and a.numpy().tolist() == list(range(1, 40))
-    with pytest.raises(BufferError, match=r"not aligned to \d+ bytes"):
+    alignment = _cuxla._buffer_alignment(client.platform)
+    with pytest.raises(BufferError, match=rf"at address {hex(t.data_ptr())} is not aligned to {alignment} bytes"):
         cuxla.from_dlpack(t, copy=False)
+
+
+def test_numpy_memory_is_refused_for_its_alignment_in_hex(client):
+    if client.platform != "cpu":
+        pytest.skip("NumPy arrays live in host memory")
+    n = cuxla.asalignedarray(np.arange(17, dtype=np.float32))[1:]  # 4 bytes past 64
+    with pytest.raises(BufferError, match=rf"at address {hex(n.ctypes.data)} is not aligned to 64 bytes"):
+        cuxla.from_dlpack(n, copy=False)
+
+
+def test_aligned_numpy_array_is_a_view(client):
+    if client.platform != "cpu":
+        pytest.skip("NumPy arrays live in host memory")
+    n = cuxla.asalignedarray(np.arange(12, dtype=np.float32).reshape(3, 4))
+    a = cuxla.from_dlpack(n, copy=False)
+    assert a.is_view and a.unsafe_buffer_pointer() == n.ctypes.data
+    n[1, 2] = -1.0
+    assert a.numpy()[1, 2] == -1.0
+
+
+def test_transposed_numpy_array_is_a_view_in_its_layout(client):
+    # A transpose is a layout XLA views: only misalignment refuses it.
+    if client.platform != "cpu":
+        pytest.skip("NumPy arrays live in host memory")
+    n = cuxla.asalignedarray(np.arange(12, dtype=np.float32).reshape(3, 4))
+    a = cuxla.from_dlpack(n.T, copy=False)
+    assert a.is_view and a.unsafe_buffer_pointer() == n.ctypes.data and a.layout == (0, 1)
+    n[0, 1] = -1.0
+    assert np.array_equal(a.numpy(), n.T)
+    misaligned = cuxla.asalignedarray(np.arange(13, dtype=np.float32))[1:].reshape(3, 4)
+    with pytest.raises(BufferError, match=rf"at address {hex(misaligned.ctypes.data)} is not aligned to 64 bytes"):
+        cuxla.from_dlpack(misaligned.T, copy=False)
+
+
+def test_strides_xla_cannot_view_are_named_before_alignment(client):
+    if client.platform != "cpu":
+        pytest.skip("NumPy arrays live in host memory")
+    n = cuxla.asalignedarray(np.arange(33, dtype=np.float32))[1::2]  # misaligned and stepped
+    with pytest.raises(BufferError, match=r"shape \(16,\) and strides \(2,\)"):
+        cuxla.from_dlpack(n, copy=False)
 
 
 TORCH_DTYPES = [torch.bool, torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8,
@@ -307,20 +348,22 @@ def test_calls_on_fresh_tensors_keep_no_views_of_dead_ones(client, tdev):
     assert reused > 0, "no address was reused: the case above was not exercised"
 
 
-def _aligned(values: np.ndarray, alignment: int = 64) -> np.ndarray:
-    """A copy of `values` whose data starts on an `alignment`-byte boundary
-    (the CPU plugin views only 64-byte aligned memory)."""
-    raw = np.empty(values.nbytes + alignment, np.uint8)
-    start = -raw.ctypes.data % alignment
-    out = raw[start:start + values.nbytes].view(values.dtype).reshape(values.shape)
-    out[...] = values
-    return out
+def test_asalignedarray_copies_only_what_the_cpu_plugin_cannot_view():
+    aligned = cuxla.asalignedarray(np.arange(6, dtype=np.float64).reshape(2, 3))
+    assert aligned.ctypes.data % 64 == 0 and aligned.flags.c_contiguous
+    assert cuxla.asalignedarray(aligned) is aligned
+    for values in (aligned[:, 1:], aligned.T, np.arange(5, dtype=np.int8)[1:], 2.5, [[1, 2]]):
+        out = cuxla.asalignedarray(values)
+        assert out.ctypes.data % 64 == 0 and out.flags.c_contiguous and np.array_equal(out, values)
+    assert cuxla.asalignedarray([1, 2], np.float32).dtype == np.float32
+    empty = np.zeros((0, 3))  # no memory to view, wherever it points
+    assert cuxla.asalignedarray(empty) is empty
 
 
 def test_numpy_is_a_producer_and_a_consumer(client):
     if client.platform != "cpu":
         pytest.skip("NumPy arrays live in host memory")
-    n = _aligned(np.arange(6, dtype=np.float64).reshape(2, 3))
+    n = cuxla.asalignedarray(np.arange(6, dtype=np.float64).reshape(2, 3))
     a = cuxla.from_dlpack(n)
     assert a.is_view and a.unsafe_buffer_pointer() == n.ctypes.data
     back = np.from_dlpack(a)
@@ -366,7 +409,7 @@ def test_export_copy_true_is_a_new_buffer(tdev):
 def test_producer_is_released_exactly_when_xla_is_done(client):
     if client.platform != "cpu":
         pytest.skip("NumPy producers are host memory")
-    n = _aligned(np.ones(1000, np.float32))
+    n = cuxla.asalignedarray(np.ones(1000, np.float32))
     alive = weakref.ref(n.base)
     a = cuxla.from_dlpack(n)
     del n
