@@ -1,12 +1,15 @@
-"""python -m cuxla {info,demo,bench}: what cuxla found, a short demonstration, benchmarks."""
+"""The command line, `cuxla` or `python -m cuxla`: what cuxla found, a short demonstration, benchmarks."""
 from __future__ import annotations
 
 import argparse
 import sys
 
+from . import __version__
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cuxla", description=__doc__)
+
+def main(argv: list[str] | None = None, prog: str = "cuxla") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description="What cuxla found, a short demonstration, benchmarks.")
+    parser.add_argument("--version", action="version", version=f"cuxla {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     info = commands.add_parser("info", help="plugins, PJRT versions, devices and memory")
     info.add_argument("--platform", choices=["cuda", "cpu"], help="only this platform")
@@ -48,4 +51,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(prog="python -m cuxla"))

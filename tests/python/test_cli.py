@@ -1,11 +1,38 @@
 """The command line: `info`, `demo` and `bench`."""
+import importlib.metadata
 import json
+import pathlib
 import subprocess
 import sys
+import sysconfig
+
+import pytest
+
+import cuxla
 
 
 def _run(*args):
     return subprocess.run([sys.executable, "-m", "cuxla", *args], capture_output=True, text=True, timeout=600)
+
+
+def _console_script() -> pathlib.Path:
+    script = pathlib.Path(sysconfig.get_path("scripts")) / "cuxla"
+    if not script.exists():
+        pytest.skip(f"no cuxla console script at {script}")
+    return script
+
+
+def test_help_names_the_program_as_it_was_run():
+    assert _run("--help").stdout.startswith("usage: python -m cuxla ")
+    script = subprocess.run([_console_script(), "--help"], capture_output=True, text=True, timeout=60)
+    assert script.stdout.startswith("usage: cuxla ")
+
+
+def test_version_is_the_package_version():
+    assert cuxla.__version__ == importlib.metadata.version("cuxla")
+    for run in (_run("--version"), subprocess.run([_console_script(), "--version"], capture_output=True,
+                                                  text=True, timeout=60)):
+        assert run.returncode == 0 and run.stdout == f"cuxla {cuxla.__version__}\n"
 
 
 def test_info_reports_plugins_versions_and_devices(client):
