@@ -5,10 +5,14 @@ import pathlib
 import subprocess
 import sys
 import sysconfig
+import tomllib
 
 import pytest
 
 import cuxla
+from cuxla import _cuxla
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _run(*args):
@@ -50,6 +54,16 @@ def test_info_says_why_a_platform_is_missing(client):
     for platform in ("cuda", "cpu"):
         assert f"[{platform}]" in result.stdout
     assert "looked at" in result.stdout
+
+
+def test_info_names_the_package_of_a_missing_cuda_plugin():
+    out = _run("info").stdout
+    if _cuxla.find_plugin("cuda", [p for p in sys.path if p])[0] is not None:
+        assert "-> no cuda plugin" not in out
+        return
+    # The command installs the project's pin of the plugin, as its `cuda` extra names it.
+    (extra,) = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["cuda"]
+    assert f"-> no cuda plugin: jax-cuda13-pjrt not found (pip install '{extra}')\n" in out, out
 
 
 def test_demo_runs_and_checks_its_result(client):
