@@ -29,6 +29,17 @@ def _missing_plugin(platform: str) -> str:
     return f"{PLUGIN_PACKAGES[platform]} not found (pip install {' '.join(requirements)})"
 
 
+def missing(platform: str) -> str | None:
+    """One sentence on what `platform` lacks on this machine; None when nothing is missing."""
+    if platform == "cuda":
+        driver = _cuxla.cuda_driver()
+        if not driver["available"]:
+            return f"no GPU ({driver['why_not']})"
+    if _cuxla.find_plugin(platform, package_dirs())[0] is None:
+        return f"no {platform.upper()} plugin: {_missing_plugin(platform)}"
+    return None
+
+
 def _platform_report(platform: str) -> bool:
     """Prints one platform's plugin, client and devices; True when usable."""
     print(f"\n[{platform}]")

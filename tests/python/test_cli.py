@@ -1,6 +1,7 @@
 """The command line: `info`, `demo` and `bench`."""
 import importlib.metadata
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -13,10 +14,13 @@ import cuxla
 from cuxla import _cuxla
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+# CUDA's driver sees no device under this environment: a run as on a machine without a GPU.
+NO_GPU = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
 
 
-def _run(*args):
-    return subprocess.run([sys.executable, "-m", "cuxla", *args], capture_output=True, text=True, timeout=600)
+def _run(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "cuxla", *args], capture_output=True, text=True, timeout=600,
+                          env=env)
 
 
 def _console_script() -> pathlib.Path:
@@ -37,6 +41,24 @@ def test_version_is_the_package_version():
     for run in (_run("--version"), subprocess.run([_console_script(), "--version"], capture_output=True,
                                                   text=True, timeout=60)):
         assert run.returncode == 0 and run.stdout == f"cuxla {cuxla.__version__}\n"
+
+
+def test_demo_without_a_gpu_says_so_in_one_line():
+    result = _run("demo", "--platform", "cuda", env=NO_GPU)
+    assert result.returncode == 1
+    assert result.stderr.startswith("cuxla: no GPU (") and result.stderr.count("\n") == 1, result.stderr
+
+
+def test_cuxla_errors_are_one_line_and_a_traceback_with_debug(tmp_path):
+    plugin = tmp_path / "not_a_plugin.so"
+    plugin.write_text("not a shared library")
+    env = {**os.environ, "CUXLA_PJRT_PLUGIN": str(plugin)}
+    result = _run("demo", "--platform", "cpu", env=env)
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"cuxla: cannot load PJRT plugin {plugin}: ") and result.stderr.count("\n") == 1
+    debug = _run("--debug", "demo", "--platform", "cpu", env=env)
+    assert debug.returncode == 1
+    assert "Traceback" in debug.stderr and f"ValueError: cannot load PJRT plugin {plugin}: " in debug.stderr
 
 
 def test_info_reports_plugins_versions_and_devices(client):
