@@ -109,3 +109,10 @@ def test_bench_commands_write_a_table_json_and_a_plot(tmp_path):
         rows = json.loads((tmp_path / f"{what}.json").read_text())["rows"]
         assert rows and all(r.get("step_ms", r.get("p50_us", 0)) > 0 for r in rows)
         assert all(str(r.get("method", r.get("model"))) in table for r in rows)
+
+
+def test_bench_handoff_on_cpu_marks_gpu_targets_not_applicable(tmp_path):
+    result = _run("bench", "handoff", "--out", str(tmp_path), "--max-bytes", "4", "--budget", "0.02", env=NO_GPU)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "from an idle GPU (GPU target <= 1.2x: n/a on cpu)" in result.stdout
+    assert "(target <= 1.2x)" not in result.stdout
