@@ -1,12 +1,28 @@
-"""python -m cuxla {info,demo,bench}: what cuxla found, a short demonstration, benchmarks."""
+"""The command line, `cuxla` or `python -m cuxla`: what cuxla found, a short demonstration, benchmarks."""
 from __future__ import annotations
 
 import argparse
+import pathlib
 import sys
 
+from . import __version__
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cuxla", description=__doc__)
+_ERRORS = (ValueError, RuntimeError, BufferError, MemoryError)  # what cuxla raises
+
+
+def _raised_by_cuxla(error: BaseException) -> bool:
+    """Whether cuxla raised `error`: its innermost Python frame is cuxla's (the C++
+    core raises in the cuxla code that called it). Others' errors are bugs, shown whole."""
+    tb = error.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return pathlib.Path(tb.tb_frame.f_code.co_filename).parent == pathlib.Path(__file__).parent
+
+
+def main(argv: list[str] | None = None, prog: str = "cuxla") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description="What cuxla found, a short demonstration, benchmarks.")
+    parser.add_argument("--version", action="version", version=f"cuxla {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of cuxla's errors too")
     commands = parser.add_subparsers(dest="command", required=True)
     info = commands.add_parser("info", help="plugins, PJRT versions, devices and memory")
     info.add_argument("--platform", choices=["cuda", "cpu"], help="only this platform")
@@ -33,7 +49,16 @@ def main(argv: list[str] | None = None) -> int:
                             "passes (more where float32 eager itself is as far from float64)")
     bench.add_argument("--subset", choices=["ci"], help="models: ci = a few models, about 2 minutes on 2 cores")
     args = parser.parse_args(argv)
+    try:
+        return _run(args)
+    except _ERRORS as error:
+        if args.debug or not _raised_by_cuxla(error):
+            raise
+        print(f"cuxla: {error}", file=sys.stderr)
+        return 1
 
+
+def _run(args: argparse.Namespace) -> int:
     if args.command == "info":
         from ._info import report
 
@@ -48,4 +73,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(prog="python -m cuxla"))

@@ -9,6 +9,9 @@ import numpy as np
 
 import cuxla
 
+from ._client import _default_platform
+from ._info import missing
+
 # y = tanh(x @ w + b), and the sum of y: a small dense layer with a reduction.
 # HIGHEST precision: full float32 products on GPUs too (XLA's default there is TF32).
 PROGRAM = """
@@ -49,6 +52,9 @@ def upload(values: list[np.ndarray], device: cuxla.Device) -> list[cuxla.Array]:
 
 
 def run(platform: str | None = None, repeats: int = 200) -> int:
+    lacking = missing(platform or _default_platform())
+    if lacking:
+        raise cuxla.NoDeviceError(lacking)
     client = cuxla.Client(platform) if platform else cuxla.default_client()
     device = client.devices()[0]
     print(f"client: {client.platform} ({client.platform_version}), PJRT C API "

@@ -1,6 +1,9 @@
 """`python -m cuxla info`: what cuxla found on this machine, and why not."""
 from __future__ import annotations
 
+import importlib.metadata
+import shlex
+
 import cuxla
 
 from . import _cuxla
@@ -11,6 +14,32 @@ def _bytes(n: int | None) -> str:
     return "-" if n is None else f"{n / 2**30:.2f} GiB"
 
 
+# The package of each platform's plugin: the first of plugin.cc's kKnownPlugins.
+PLUGIN_PACKAGES = {"cuda": "jax-cuda13-pjrt", "cpu": "xla-cpu-pjrt"}
+
+
+def _missing_plugin(platform: str) -> str:
+    """The package of `platform`'s plugin, and the pip command for it: cuxla's extra
+    of the platform's name (for CUDA, jax[cuda13], which brings the CUDA libraries too)."""
+    requirements = []
+    for line in importlib.metadata.requires("cuxla") or []:
+        requirement, _, marker = line.partition(";")
+        if marker.replace(" ", "").replace("'", '"') == f'extra=="{platform}"':
+            requirements.append(shlex.quote(requirement.strip()))
+    return f"{PLUGIN_PACKAGES[platform]} not found (pip install {' '.join(requirements)})"
+
+
+def missing(platform: str) -> str | None:
+    """One sentence on what `platform` lacks on this machine; None when nothing is missing."""
+    if platform == "cuda":
+        driver = _cuxla.cuda_driver()
+        if not driver["available"]:
+            return f"no GPU ({driver['why_not']})"
+    if _cuxla.find_plugin(platform, package_dirs())[0] is None:
+        return f"no {platform.upper()} plugin: {_missing_plugin(platform)}"
+    return None
+
+
 def _platform_report(platform: str) -> bool:
     """Prints one platform's plugin, client and devices; True when usable."""
     print(f"\n[{platform}]")
@@ -18,7 +47,7 @@ def _platform_report(platform: str) -> bool:
     for path, outcome in candidates:
         print(f"  looked at {path}: {outcome}")
     if found is None:
-        print(f"  -> no {platform} plugin")
+        print(f"  -> no {platform} plugin: {_missing_plugin(platform)}")
         return False
     try:
         plugin = _cuxla.Plugin.load(found)
@@ -35,7 +64,7 @@ def _platform_report(platform: str) -> bool:
     except Exception as error:
         print(f"  -> client not created: {type(error).__name__}: {error}")
         return False
-    print(f"  client: {client.platform} {client.platform_version}")
+    print(f"  client: {client.platform} ({client.platform_version})")
     if platform == "cuda":
         options = client.options
         print(f"  memory options: preallocate={options['preallocate']} "
@@ -53,8 +82,6 @@ def _platform_report(platform: str) -> bool:
 
 
 def _version(module: str) -> str | None:
-    import importlib.metadata
-
     try:
         return importlib.metadata.version(module)
     except importlib.metadata.PackageNotFoundError:

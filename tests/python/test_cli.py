@@ -1,15 +1,68 @@
 """The command line: `info`, `demo` and `bench`."""
+import importlib.metadata
 import json
+import os
+import pathlib
 import subprocess
 import sys
+import sysconfig
+import tomllib
+
+import pytest
+
+import cuxla
+from cuxla import _cuxla
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+# CUDA's driver sees no device under this environment: a run as on a machine without a GPU.
+NO_GPU = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
 
 import pytest
 
 from cuxla import _demo
 
 
-def _run(*args):
-    return subprocess.run([sys.executable, "-m", "cuxla", *args], capture_output=True, text=True, timeout=600)
+def _run(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "cuxla", *args], capture_output=True, text=True, timeout=600,
+                          env=env)
+
+
+def _console_script() -> pathlib.Path:
+    script = pathlib.Path(sysconfig.get_path("scripts")) / "cuxla"
+    if not script.exists():
+        pytest.skip(f"no cuxla console script at {script}")
+    return script
+
+
+def test_help_names_the_program_as_it_was_run():
+    assert _run("--help").stdout.startswith("usage: python -m cuxla ")
+    script = subprocess.run([_console_script(), "--help"], capture_output=True, text=True, timeout=60)
+    assert script.stdout.startswith("usage: cuxla ")
+
+
+def test_version_is_the_package_version():
+    assert cuxla.__version__ == importlib.metadata.version("cuxla")
+    for run in (_run("--version"), subprocess.run([_console_script(), "--version"], capture_output=True,
+                                                  text=True, timeout=60)):
+        assert run.returncode == 0 and run.stdout == f"cuxla {cuxla.__version__}\n"
+
+
+def test_demo_without_a_gpu_says_so_in_one_line():
+    result = _run("demo", "--platform", "cuda", env=NO_GPU)
+    assert result.returncode == 1
+    assert result.stderr.startswith("cuxla: no GPU (") and result.stderr.count("\n") == 1, result.stderr
+
+
+def test_cuxla_errors_are_one_line_and_a_traceback_with_debug(tmp_path):
+    plugin = tmp_path / "not_a_plugin.so"
+    plugin.write_text("not a shared library")
+    env = {**os.environ, "CUXLA_PJRT_PLUGIN": str(plugin)}
+    result = _run("demo", "--platform", "cpu", env=env)
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"cuxla: cannot load PJRT plugin {plugin}: ") and result.stderr.count("\n") == 1
+    debug = _run("--debug", "demo", "--platform", "cpu", env=env)
+    assert debug.returncode == 1
+    assert "Traceback" in debug.stderr and f"ValueError: cannot load PJRT plugin {plugin}: " in debug.stderr
 
 
 def test_info_reports_plugins_versions_and_devices(client):
@@ -27,6 +80,16 @@ def test_info_says_why_a_platform_is_missing(client):
     for platform in ("cuda", "cpu"):
         assert f"[{platform}]" in result.stdout
     assert "looked at" in result.stdout
+
+
+def test_info_names_the_package_of_a_missing_cuda_plugin():
+    out = _run("info").stdout
+    if _cuxla.find_plugin("cuda", [p for p in sys.path if p])[0] is not None:
+        assert "-> no cuda plugin" not in out
+        return
+    # The command installs the project's pin of the plugin, as its `cuda` extra names it.
+    (extra,) = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["cuda"]
+    assert f"-> no cuda plugin: jax-cuda13-pjrt not found (pip install '{extra}')\n" in out, out
 
 
 def test_demo_runs_and_checks_its_result(client):
@@ -63,3 +126,10 @@ def test_bench_commands_write_a_table_json_and_a_plot(tmp_path):
         rows = json.loads((tmp_path / f"{what}.json").read_text())["rows"]
         assert rows and all(r.get("step_ms", r.get("p50_us", 0)) > 0 for r in rows)
         assert all(str(r.get("method", r.get("model"))) in table for r in rows)
+
+
+def test_bench_handoff_on_cpu_marks_gpu_targets_not_applicable(tmp_path):
+    result = _run("bench", "handoff", "--out", str(tmp_path), "--max-bytes", "4", "--budget", "0.02", env=NO_GPU)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "from an idle GPU (GPU target <= 1.2x: n/a on cpu)" in result.stdout
+    assert "(target <= 1.2x)" not in result.stdout
