@@ -25,9 +25,9 @@ struct KnownPlugin {
   const char* install;
 };
 constexpr KnownPlugin kKnownPlugins[] = {
-    {"cuda", "jax_plugins/xla_cuda13/xla_cuda_plugin.so", "pip install 'cuxla[cuda]'"},  // jax-cuda13-pjrt
-    {"cuda", "jax_plugins/xla_cuda12/xla_cuda_plugin.so", "pip install 'cuxla[cuda]'"},  // jax-cuda12-pjrt
-    {"cpu", "xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so", "pip install 'cuxla[cpu]'"},    // xla-cpu-pjrt
+    {"cuda", "jax_plugins/xla_cuda13/xla_cuda_plugin.so", "pip install 'jax[cuda13]'"},  // jax-cuda13-pjrt
+    {"cuda", "jax_plugins/xla_cuda12/xla_cuda_plugin.so", "pip install 'jax[cuda12]'"},  // jax-cuda12-pjrt
+    {"cpu", "xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so", "pip install xla-cpu-pjrt"},     // xla-cpu-pjrt
 };
 
 [[noreturn]] void Refuse(const std::string& path, const std::string& why) {
@@ -226,7 +226,7 @@ PluginChoice ChoosePlugin(const std::string& platform, const std::string& plugin
     looked += "\n  " + candidate.path + ": " + candidate.outcome;
   std::string install;
   for (const KnownPlugin& known : kKnownPlugins)
-    if (chosen == known.platform) install = std::string(" (") + known.install + " installs one)";
+    if (chosen == known.platform && install.empty()) install = std::string(" (") + known.install + " installs one)";
   throw Error(ErrorKind::kNoDevice, "no PJRT plugin found for platform '" + chosen + "'" + install + "; looked at:" + looked);
 }
 

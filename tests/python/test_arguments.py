@@ -1,6 +1,8 @@
 """device=, client= and the other arguments a user passes: what PyTorch and JAX
 users write is accepted, anything else is one TypeError or ValueError sentence
 naming what was given, and errors have one type whatever the plugin."""
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -92,8 +94,8 @@ def test_a_refused_program_is_a_compile_error_with_the_compilers_words():
 
 def test_a_platform_without_a_plugin_is_no_device_error(tmp_path):
     # An empty package directory: no platform's plugin can be found there.
-    for platform in ("cuda", "cpu"):
-        with pytest.raises(cuxla.NoDeviceError, match=f"no PJRT plugin found for platform '{platform}'"
-                           r" \(pip install 'cuxla\[" + platform + r"\]' installs one\)") as caught:
+    for platform, install in (("cuda", "pip install 'jax[cuda13]'"), ("cpu", "pip install xla-cpu-pjrt")):
+        with pytest.raises(cuxla.NoDeviceError, match=re.escape(f"no PJRT plugin found for platform '{platform}' "
+                                                                f"({install} installs one)")) as caught:
             _cuxla.choose_plugin(platform, "", [str(tmp_path)])
         assert isinstance(caught.value, RuntimeError)
