@@ -16,7 +16,7 @@
 
 namespace cuxla {
 
-// The two core calls (DESIGN.md), over DLManagedTensorVersioned.
+// The two core calls (docs/architecture.md), over DLManagedTensorVersioned.
 using interop::ExportDLPack;
 using interop::ImportDLPack;
 

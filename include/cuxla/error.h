@@ -7,7 +7,7 @@
 
 namespace cuxla {
 
-// Which Python exception an Error maps to (DESIGN.md, "Errors").
+// Which Python exception an Error maps to (README, "Errors").
 enum class ErrorKind {
   kValue,     // a bad argument: ValueError
   kBuffer,    // something DLPack cannot describe: BufferError

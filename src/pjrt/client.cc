@@ -206,7 +206,7 @@ const Device& ClientState::DeviceOf(PJRT_Device* handle) const {
 
 ClientOptions Client::ResolveOptions(const std::string& platform, const ClientOptions& options) {
   ClientOptions resolved = options.WithEnvironment(platform);
-  // Never preallocate unless asked: PyTorch shares the card (DESIGN.md, "Memory").
+  // Never preallocate unless asked: PyTorch shares the card (README, "CUDA memory").
   if (platform == "cuda") resolved.preallocate = resolved.preallocate.value_or(false);
   Validate(platform, resolved);
   return resolved;

@@ -28,8 +28,8 @@ class Executable;
 // entry parameters assume 16 bytes; the CPU plugin refuses views under 64.
 inline size_t BufferAlignment(std::string_view platform) noexcept { return platform == "cpu" ? 64 : 16; }
 
-// Options for a client. The memory options are a CUDA client's (DESIGN.md,
-// "Memory"): unset, they fall back to CUXLA_PREALLOCATE / CUXLA_MEM_FRACTION
+// Options for a client. The memory options are a CUDA client's (README,
+// "CUDA memory"): unset, they fall back to CUXLA_PREALLOCATE / CUXLA_MEM_FRACTION
 // / CUXLA_ALLOCATOR, then to the defaults: no preallocation, the plugin's own
 // fraction and allocator. `device_count` is a CPU client's number of
 // devices (unset: CUXLA_CPU_DEVICE_COUNT, else the plugin's default);

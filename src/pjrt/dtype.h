@@ -9,7 +9,7 @@
 
 namespace cuxla {
 
-// Every element type both PyTorch/DLPack and XLA have (DESIGN.md, "dtypes").
+// Every element type both PyTorch/DLPack and XLA have.
 enum class DType {
   kBool,
   kInt8, kInt16, kInt32, kInt64,
