@@ -91,8 +91,10 @@ std::string ValueText(const PJRT_NamedValue& value) {
       return std::to_string(value.int64_value);
     case PJRT_NamedValue_kInt64List: {
       std::string text;
-      for (size_t i = 0; i < value.value_size; ++i)
-        text += (i ? "," : "") + std::to_string(value.int64_array_value[i]);
+      for (size_t i = 0; i < value.value_size; ++i) {
+        if (i) text += ',';
+        text += std::to_string(value.int64_array_value[i]);
+      }
       return text;
     }
     case PJRT_NamedValue_kFloat:
