@@ -177,9 +177,10 @@ PluginSearch FindPlugin(std::string_view platform, const std::vector<std::string
   };
   if (const char* env = std::getenv("CUXLA_PJRT_PLUGIN"); env != nullptr && *env != '\0') {
     consider(env);
-    // An explicit plugin is taken as it is: nothing else is looked at.
-    if (search.found) return search;
-    search.candidates.back().outcome = "no such file (from CUXLA_PJRT_PLUGIN)";
+    // An explicit plugin is taken as it is, or not at all: nothing else is
+    // looked at, so a mistyped path is never replaced by another plugin.
+    if (!search.found) search.candidates.back().outcome = "no such file (from CUXLA_PJRT_PLUGIN)";
+    return search;
   }
   for (const KnownPlugin& known : kKnownPlugins) {
     if (platform != known.platform) continue;
@@ -211,6 +212,8 @@ PluginChoice ChoosePlugin(const std::string& platform, const std::string& plugin
   if (!plugin_path.empty()) {
     if (!platform.empty()) return {platform, plugin_path};
     if (auto known = PlatformOfPluginFile(plugin_path)) return {*known, plugin_path};
+    std::error_code ec;
+    if (!fs::is_regular_file(plugin_path, ec)) Refuse(plugin_path, "no such file");
     throw Error(ErrorKind::kValue, "cannot tell the platform of PJRT plugin " + plugin_path +
                                        ": pass platform='cuda' or 'cpu'");
   }
@@ -221,6 +224,8 @@ PluginChoice ChoosePlugin(const std::string& platform, const std::string& plugin
   }
   PluginSearch search = FindPlugin(chosen, package_dirs);
   if (search.found) return {chosen, *search.found};
+  if (const char* env = std::getenv("CUXLA_PJRT_PLUGIN"); env != nullptr && *env != '\0')
+    throw Error(ErrorKind::kValue, std::string("CUXLA_PJRT_PLUGIN=") + env + ": no such file");
   std::string looked;
   for (const PluginCandidate& candidate : search.candidates)
     looked += "\n  " + candidate.path + ": " + candidate.outcome;

@@ -160,15 +160,25 @@ TEST(PluginTest, FindPluginTakesCuxlaPjrtPluginFirst) {
   EXPECT_EQ(search.candidates[0].outcome, "found");
 }
 
-TEST(PluginTest, FindPluginReportsAMissingCuxlaPjrtPluginAndSearchesOn) {
+TEST(PluginTest, FindPluginReportsAMissingCuxlaPjrtPluginAndLooksNoFurther) {
   const std::string missing = "/nonexistent/cuxla/plugin.so";
   ScopedEnv override("CUXLA_PJRT_PLUGIN", missing);
   const PluginSearch search = FindPlugin(TestPlatform(), test::PackageDirs());
-  ASSERT_FALSE(search.candidates.empty());
+  EXPECT_FALSE(search.found);
+  ASSERT_EQ(search.candidates.size(), 1u);
   EXPECT_EQ(search.candidates[0].path, missing);
   EXPECT_TRUE(Contains(search.candidates[0].outcome, "CUXLA_PJRT_PLUGIN"));
-  ASSERT_TRUE(search.found);
-  EXPECT_EQ(*search.found, PluginPath());
+}
+
+TEST(PluginTest, ChoosePluginRefusesAMissingCuxlaPjrtPluginNamingTheVariableAndPath) {
+  const std::string missing = "/nonexistent/cuxla/plugin.so";
+  ScopedEnv override("CUXLA_PJRT_PLUGIN", missing);
+  for (const std::string platform : {"", "cpu"}) {
+    auto error = ThrownError([&] { ChoosePlugin(platform, "", test::PackageDirs()); });
+    ASSERT_TRUE(error) << "platform '" << platform << "'";
+    EXPECT_EQ(error->kind(), ErrorKind::kValue);
+    EXPECT_EQ(std::string(error->what()), "CUXLA_PJRT_PLUGIN=" + missing + ": no such file");
+  }
 }
 
 TEST(PluginTest, PlatformOfPluginFileKnowsTheCpuAndCudaPlugins) {
@@ -190,10 +200,19 @@ TEST(PluginTest, ChoosePluginTellsThePlatformFromAKnownFileName) {
 }
 
 TEST(PluginTest, ChoosePluginRefusesAnUnknownFileWithoutAPlatform) {
-  auto error = ThrownError([] { ChoosePlugin("", "/some/where/custom.so", {}); });
+  TempFile custom("custom.so", "");
+  auto error = ThrownError([&] { ChoosePlugin("", custom.path(), {}); });
   ASSERT_TRUE(error);
   EXPECT_EQ(error->kind(), ErrorKind::kValue);
-  EXPECT_TRUE(Contains(error->what(), "/some/where/custom.so"));
+  EXPECT_TRUE(Contains(error->what(), custom.path()));
+  EXPECT_TRUE(Contains(error->what(), "cannot tell the platform"));
+}
+
+TEST(PluginTest, ChoosePluginSaysAMissingFileOfAnUnknownNameDoesNotExist) {
+  auto error = ThrownError([] { ChoosePlugin("", "/nonexistent/cuxla/custom.so", {}); });
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->kind(), ErrorKind::kValue);
+  EXPECT_EQ(std::string(error->what()), "cannot load PJRT plugin /nonexistent/cuxla/custom.so: no such file");
 }
 
 TEST(PluginTest, ChoosePluginListsEveryPlaceLookedAtWhenNothingIsFound) {
