@@ -12,6 +12,8 @@
 #include <string>
 #include <string_view>
 
+#include "pjrt/xla_logging.h"
+
 namespace cuxla::pjrt {
 namespace {
 
@@ -125,6 +127,7 @@ Plugin::Plugin(Api api)
                                api_.raw(), PJRT_Extension_Type_FFI, PJRT_FFI_Extension_STRUCT_SIZE))) {}
 
 std::shared_ptr<const Plugin> Plugin::Load(const std::string& path) {
+  CheckXlaLogLevel();
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) Refuse(path, "no such file");
   const std::string key = fs::canonical(path, ec).string();

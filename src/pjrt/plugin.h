@@ -20,7 +20,8 @@ class Plugin {
  public:
   // Loads the plugin at `path` (dlopen, GetPjrtApi, PJRT_Plugin_Initialize),
   // refusing another major PJRT version. Loading the same file again returns
-  // the same Plugin. Throws a ValueError-kind Error naming the path and cause.
+  // the same Plugin. Throws a ValueError-kind Error naming the path and cause,
+  // or CUXLA_LOG when it is not a log level.
   static std::shared_ptr<const Plugin> Load(const std::string& path);
 
   const Api& api() const noexcept { return api_; }

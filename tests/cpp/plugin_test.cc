@@ -9,6 +9,7 @@
 #include <fstream>
 #include <string>
 
+#include "pjrt/xla_logging.h"
 #include "test_env.h"
 
 namespace cuxla::pjrt {
@@ -222,6 +223,34 @@ TEST(PluginTest, ChoosePluginListsEveryPlaceLookedAtWhenNothingIsFound) {
   EXPECT_EQ(error->kind(), ErrorKind::kValue);
   EXPECT_TRUE(Contains(error->what(), "platform 'tpu'"));
   EXPECT_TRUE(Contains(error->what(), "looked at:"));
+}
+
+TEST(XlaLoggingTest, WarningsAndErrorsByDefaultAndTheUsersOwnSettingStands) {
+  EXPECT_EQ(XlaMinLogLevel(nullptr, nullptr, nullptr, nullptr), "1");
+  EXPECT_EQ(XlaMinLogLevel(nullptr, "0", nullptr, nullptr), std::nullopt);
+  EXPECT_EQ(XlaMinLogLevel(nullptr, nullptr, "1", nullptr), "0");
+  EXPECT_EQ(XlaMinLogLevel(nullptr, nullptr, nullptr, "cpu_client=1"), "0");
+  EXPECT_EQ(XlaMinLogLevel(nullptr, "2", "1", nullptr), std::nullopt);
+}
+
+TEST(XlaLoggingTest, XlasLevelIsInTheEnvironmentBeforeMain) {
+  // Set while the library was loaded, where a plugin opened later reads it.
+  EXPECT_NE(std::getenv("TF_CPP_MIN_LOG_LEVEL"), nullptr);
+}
+
+TEST(XlaLoggingTest, CuxlaLogDecidesWhenSet) {
+  EXPECT_EQ(XlaMinLogLevel("info", "2", nullptr, nullptr), "0");
+  EXPECT_EQ(XlaMinLogLevel("warning", nullptr, "1", nullptr), "1");
+  EXPECT_EQ(XlaMinLogLevel("error", "0", nullptr, nullptr), "2");
+  EXPECT_EQ(XlaMinLogLevel("loud", nullptr, nullptr, nullptr), std::nullopt);
+}
+
+TEST(XlaLoggingTest, LoadRefusesACuxlaLogThatIsNoLevel) {
+  ScopedEnv loud("CUXLA_LOG", "loud");
+  auto error = ThrownError([] { Plugin::Load(PluginPath()); });
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->kind(), ErrorKind::kValue);
+  EXPECT_TRUE(Contains(error->what(), "CUXLA_LOG='loud'"));
 }
 
 // A function table that ends before PJRT_Client_Create, as a plugin older than
