@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -162,6 +163,11 @@ NB_MODULE(_cuxla, m) {
       names.append(std::string(cuxla::DTypeName(static_cast<cuxla::DType>(i))));
     return nb::tuple(names);
   }();
+
+  // XLA's log level as loading libcuxla left it in the environment
+  // (pjrt/xla_logging.cc), for the package to tell os.environ.
+  const char* xla_level = std::getenv("TF_CPP_MIN_LOG_LEVEL");
+  m.attr("XLA_MIN_LOG_LEVEL") = xla_level ? nb::object(nb::str(xla_level)) : nb::none();
 
   m.def("cuda_driver", [] {
     const cuxla::cuda::DriverStatus& s = cuxla::pjrt::CudaDriver();

@@ -6,6 +6,16 @@ conveniences: client selection, host conversion and the command line.
 from ._cuxla import (Array, CompileError, Device, Executable, Mesh, NoDeviceError, Plugin, ShardedArray,
                      from_dlpack)
 from ._client import Client, asalignedarray, asarray, compile, default_client, devices, shard
+from . import _cuxla
+
+# Loading _cuxla put XLA's log level (CUXLA_LOG) into the process environment;
+# os.environ, a copy taken at startup, is told too, so that `import jax` keeps
+# it rather than setting a default of its own, and so do children given
+# os.environ.
+if _cuxla.XLA_MIN_LOG_LEVEL is not None:
+    import os as _os
+
+    _os.environ["TF_CPP_MIN_LOG_LEVEL"] = _cuxla.XLA_MIN_LOG_LEVEL
 
 __version__ = "0.1.0"
 

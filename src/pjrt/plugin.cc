@@ -12,6 +12,8 @@
 #include <string>
 #include <string_view>
 
+#include "pjrt/xla_logging.h"
+
 namespace cuxla::pjrt {
 namespace {
 
@@ -93,8 +95,10 @@ std::string ValueText(const PJRT_NamedValue& value) {
       return std::to_string(value.int64_value);
     case PJRT_NamedValue_kInt64List: {
       std::string text;
-      for (size_t i = 0; i < value.value_size; ++i)
-        text += (i ? "," : "") + std::to_string(value.int64_array_value[i]);
+      for (size_t i = 0; i < value.value_size; ++i) {
+        if (i) text += ',';
+        text += std::to_string(value.int64_array_value[i]);
+      }
       return text;
     }
     case PJRT_NamedValue_kFloat:
@@ -125,6 +129,7 @@ Plugin::Plugin(Api api)
                                api_.raw(), PJRT_Extension_Type_FFI, PJRT_FFI_Extension_STRUCT_SIZE))) {}
 
 std::shared_ptr<const Plugin> Plugin::Load(const std::string& path) {
+  CheckXlaLogLevel();
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) Refuse(path, "no such file");
   const std::string key = fs::canonical(path, ec).string();
@@ -177,9 +182,10 @@ PluginSearch FindPlugin(std::string_view platform, const std::vector<std::string
   };
   if (const char* env = std::getenv("CUXLA_PJRT_PLUGIN"); env != nullptr && *env != '\0') {
     consider(env);
-    // An explicit plugin is taken as it is: nothing else is looked at.
-    if (search.found) return search;
-    search.candidates.back().outcome = "no such file (from CUXLA_PJRT_PLUGIN)";
+    // An explicit plugin is taken as it is, or not at all: nothing else is
+    // looked at, so a mistyped path is never replaced by another plugin.
+    if (!search.found) search.candidates.back().outcome = "no such file (from CUXLA_PJRT_PLUGIN)";
+    return search;
   }
   for (const KnownPlugin& known : kKnownPlugins) {
     if (platform != known.platform) continue;
@@ -211,6 +217,8 @@ PluginChoice ChoosePlugin(const std::string& platform, const std::string& plugin
   if (!plugin_path.empty()) {
     if (!platform.empty()) return {platform, plugin_path};
     if (auto known = PlatformOfPluginFile(plugin_path)) return {*known, plugin_path};
+    std::error_code ec;
+    if (!fs::is_regular_file(plugin_path, ec)) Refuse(plugin_path, "no such file");
     throw Error(ErrorKind::kValue, "cannot tell the platform of PJRT plugin " + plugin_path +
                                        ": pass platform='cuda' or 'cpu'");
   }
@@ -221,6 +229,8 @@ PluginChoice ChoosePlugin(const std::string& platform, const std::string& plugin
   }
   PluginSearch search = FindPlugin(chosen, package_dirs);
   if (search.found) return {chosen, *search.found};
+  if (const char* env = std::getenv("CUXLA_PJRT_PLUGIN"); env != nullptr && *env != '\0')
+    throw Error(ErrorKind::kValue, std::string("CUXLA_PJRT_PLUGIN=") + env + ": no such file");
   std::string looked;
   for (const PluginCandidate& candidate : search.candidates)
     looked += "\n  " + candidate.path + ": " + candidate.outcome;

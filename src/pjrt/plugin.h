@@ -20,7 +20,8 @@ class Plugin {
  public:
   // Loads the plugin at `path` (dlopen, GetPjrtApi, PJRT_Plugin_Initialize),
   // refusing another major PJRT version. Loading the same file again returns
-  // the same Plugin. Throws a ValueError-kind Error naming the path and cause.
+  // the same Plugin. Throws a ValueError-kind Error naming the path and cause,
+  // or CUXLA_LOG when it is not a log level.
   static std::shared_ptr<const Plugin> Load(const std::string& path);
 
   const Api& api() const noexcept { return api_; }
@@ -61,9 +62,10 @@ const std::vector<std::string>& KnownPlatforms();
 // name is not one of the known plugins'.
 std::optional<std::string> PlatformOfPluginFile(std::string_view path);
 
-// Looks for `platform`'s plugin: $CUXLA_PJRT_PLUGIN first (for any platform),
-// then each known package layout under each of `package_dirs` (e.g. Python's
-// sys.path). Only checks that the file exists; Load() tells if it works.
+// Looks for `platform`'s plugin: $CUXLA_PJRT_PLUGIN alone when it is set (for
+// any platform), else each known package layout under each of `package_dirs`
+// (e.g. Python's sys.path). Only checks that the file exists; Load() tells if
+// it works.
 PluginSearch FindPlugin(std::string_view platform, const std::vector<std::string>& package_dirs);
 
 // The CUDA driver as found at run time (with the reason when it is not):
@@ -79,7 +81,9 @@ struct PluginChoice {
 // With `plugin_path`: that file, for `platform` or else the platform its file
 // name tells. Without: the plugin FindPlugin finds for `platform`, where an
 // empty platform means "cuda" when the CUDA driver sees a device and the CUDA
-// plugin is found, else "cpu". Throws a NoDevice-kind Error listing every
+// plugin is found, else "cpu". Throws a ValueError-kind Error naming the file
+// when `plugin_path` (of no known name, without a platform) or
+// $CUXLA_PJRT_PLUGIN is no file, else a NoDevice-kind Error listing every
 // place looked at when nothing fits.
 PluginChoice ChoosePlugin(const std::string& platform, const std::string& plugin_path,
                           const std::vector<std::string>& package_dirs);

@@ -12,7 +12,10 @@ namespace {
 
 std::string ListText(std::span<const int64_t> values) {
   std::string text;
-  for (size_t i = 0; i < values.size(); ++i) text += (i ? "," : "") + std::to_string(values[i]);
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i) text += ',';
+    text += std::to_string(values[i]);
+  }
   return text;
 }
 
@@ -132,8 +135,9 @@ std::string HloShardingText(const Mesh& mesh, const PartitionSpec& spec, size_t 
   if (replicas == static_cast<int64_t>(mesh.devices.size())) return "{replicated}";
   std::vector<int64_t> identity(order.size());
   std::iota(identity.begin(), identity.end(), 0);
-  std::string text = "{devices=[" + ListText(tile_dims) + (replicas > 1 ? "," + std::to_string(replicas) : "") +
-                     "]<=[" + ListText(mesh.shape) + "]";
+  std::string text = "{devices=[" + ListText(tile_dims);
+  if (replicas > 1) text += ',' + std::to_string(replicas);
+  text += "]<=[" + ListText(mesh.shape) + "]";
   if (order != identity) text += "T(" + ListText(order) + ")";
   return text + (replicas > 1 ? " last_tile_dim_replicate}" : "}");
 }

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <string>
 
+#include "pjrt/xla_logging.h"
 #include "test_env.h"
 
 namespace cuxla::pjrt {
@@ -160,15 +161,25 @@ TEST(PluginTest, FindPluginTakesCuxlaPjrtPluginFirst) {
   EXPECT_EQ(search.candidates[0].outcome, "found");
 }
 
-TEST(PluginTest, FindPluginReportsAMissingCuxlaPjrtPluginAndSearchesOn) {
+TEST(PluginTest, FindPluginReportsAMissingCuxlaPjrtPluginAndLooksNoFurther) {
   const std::string missing = "/nonexistent/cuxla/plugin.so";
   ScopedEnv override("CUXLA_PJRT_PLUGIN", missing);
   const PluginSearch search = FindPlugin(TestPlatform(), test::PackageDirs());
-  ASSERT_FALSE(search.candidates.empty());
+  EXPECT_FALSE(search.found);
+  ASSERT_EQ(search.candidates.size(), 1u);
   EXPECT_EQ(search.candidates[0].path, missing);
   EXPECT_TRUE(Contains(search.candidates[0].outcome, "CUXLA_PJRT_PLUGIN"));
-  ASSERT_TRUE(search.found);
-  EXPECT_EQ(*search.found, PluginPath());
+}
+
+TEST(PluginTest, ChoosePluginRefusesAMissingCuxlaPjrtPluginNamingTheVariableAndPath) {
+  const std::string missing = "/nonexistent/cuxla/plugin.so";
+  ScopedEnv override("CUXLA_PJRT_PLUGIN", missing);
+  for (const std::string platform : {"", "cpu"}) {
+    auto error = ThrownError([&] { ChoosePlugin(platform, "", test::PackageDirs()); });
+    ASSERT_TRUE(error) << "platform '" << platform << "'";
+    EXPECT_EQ(error->kind(), ErrorKind::kValue);
+    EXPECT_EQ(std::string(error->what()), "CUXLA_PJRT_PLUGIN=" + missing + ": no such file");
+  }
 }
 
 TEST(PluginTest, PlatformOfPluginFileKnowsTheCpuAndCudaPlugins) {
@@ -190,10 +201,19 @@ TEST(PluginTest, ChoosePluginTellsThePlatformFromAKnownFileName) {
 }
 
 TEST(PluginTest, ChoosePluginRefusesAnUnknownFileWithoutAPlatform) {
-  auto error = ThrownError([] { ChoosePlugin("", "/some/where/custom.so", {}); });
+  TempFile custom("custom.so", "");
+  auto error = ThrownError([&] { ChoosePlugin("", custom.path(), {}); });
   ASSERT_TRUE(error);
   EXPECT_EQ(error->kind(), ErrorKind::kValue);
-  EXPECT_TRUE(Contains(error->what(), "/some/where/custom.so"));
+  EXPECT_TRUE(Contains(error->what(), custom.path()));
+  EXPECT_TRUE(Contains(error->what(), "cannot tell the platform"));
+}
+
+TEST(PluginTest, ChoosePluginSaysAMissingFileOfAnUnknownNameDoesNotExist) {
+  auto error = ThrownError([] { ChoosePlugin("", "/nonexistent/cuxla/custom.so", {}); });
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->kind(), ErrorKind::kValue);
+  EXPECT_EQ(std::string(error->what()), "cannot load PJRT plugin /nonexistent/cuxla/custom.so: no such file");
 }
 
 TEST(PluginTest, ChoosePluginListsEveryPlaceLookedAtWhenNothingIsFound) {
@@ -203,6 +223,34 @@ TEST(PluginTest, ChoosePluginListsEveryPlaceLookedAtWhenNothingIsFound) {
   EXPECT_EQ(error->kind(), ErrorKind::kNoDevice);
   EXPECT_TRUE(Contains(error->what(), "platform 'tpu'"));
   EXPECT_TRUE(Contains(error->what(), "looked at:"));
+}
+
+TEST(XlaLoggingTest, WarningsAndErrorsByDefaultAndTheUsersOwnSettingStands) {
+  EXPECT_EQ(XlaMinLogLevel(nullptr, nullptr, nullptr, nullptr), "1");
+  EXPECT_EQ(XlaMinLogLevel(nullptr, "0", nullptr, nullptr), std::nullopt);
+  EXPECT_EQ(XlaMinLogLevel(nullptr, nullptr, "1", nullptr), "0");
+  EXPECT_EQ(XlaMinLogLevel(nullptr, nullptr, nullptr, "cpu_client=1"), "0");
+  EXPECT_EQ(XlaMinLogLevel(nullptr, "2", "1", nullptr), std::nullopt);
+}
+
+TEST(XlaLoggingTest, XlasLevelIsInTheEnvironmentBeforeMain) {
+  // Set while the library was loaded, where a plugin opened later reads it.
+  EXPECT_NE(std::getenv("TF_CPP_MIN_LOG_LEVEL"), nullptr);
+}
+
+TEST(XlaLoggingTest, CuxlaLogDecidesWhenSet) {
+  EXPECT_EQ(XlaMinLogLevel("info", "2", nullptr, nullptr), "0");
+  EXPECT_EQ(XlaMinLogLevel("warning", nullptr, "1", nullptr), "1");
+  EXPECT_EQ(XlaMinLogLevel("error", "0", nullptr, nullptr), "2");
+  EXPECT_EQ(XlaMinLogLevel("loud", nullptr, nullptr, nullptr), std::nullopt);
+}
+
+TEST(XlaLoggingTest, LoadRefusesACuxlaLogThatIsNoLevel) {
+  ScopedEnv loud("CUXLA_LOG", "loud");
+  auto error = ThrownError([] { Plugin::Load(PluginPath()); });
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->kind(), ErrorKind::kValue);
+  EXPECT_TRUE(Contains(error->what(), "CUXLA_LOG='loud'"));
 }
 
 // A function table that ends before PJRT_Client_Create, as a plugin older than

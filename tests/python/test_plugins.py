@@ -87,3 +87,21 @@ def test_no_plugin_found_names_every_place_looked(monkeypatch):
     monkeypatch.delenv("CUXLA_PJRT_PLUGIN", raising=False)
     with pytest.raises(cuxla.NoDeviceError, match="(?s)no PJRT plugin found for platform 'cpu'.*xla_cpu_pjrt.so"):
         cuxla.Client("cpu")
+
+
+def test_missing_plugin_of_unknown_name_says_no_such_file(tmp_path):
+    path = tmp_path / "nowhere.so"
+    with pytest.raises(ValueError) as info:
+        cuxla.Client(plugin=path)
+    assert str(info.value) == f"cannot load PJRT plugin {path}: no such file"
+
+
+@pytest.mark.parametrize("platform", [None, "cpu"])
+def test_missing_plugin_named_by_the_environment_is_an_error(monkeypatch, tmp_path, platform):
+    path = tmp_path / "nowhere.so"
+    monkeypatch.setenv("CUXLA_PJRT_PLUGIN", str(path))
+    with pytest.raises(ValueError) as info:
+        cuxla.Client(platform)
+    assert str(info.value) == f"CUXLA_PJRT_PLUGIN={path}: no such file"
+    assert _cuxla.find_plugin("cpu", cuxla._client.package_dirs()) == (
+        None, [(str(path), "no such file (from CUXLA_PJRT_PLUGIN)")])
