@@ -36,6 +36,26 @@ def test_a_write_in_torch_is_seen_by_xla(tdev):
     assert a.numpy().tolist() == [0.0, 0.0, 7.0, 0.0]
 
 
+def test_a_tensor_that_requires_grad_is_imported_as_its_data(tdev):
+    weight = torch.nn.Parameter(torch.arange(4.0, device=tdev))
+    a = cuxla.from_dlpack(weight)  # through PyTorch's exchange API, as t.detach() would be
+    assert a.is_view and a.unsafe_buffer_pointer() == weight.data_ptr()
+    with torch.no_grad():
+        weight.mul_(2)
+    assert a.numpy().tolist() == [0.0, 2.0, 4.0, 6.0]
+    # Reached through __dlpack__, PyTorch itself refuses it, and cuxla lets that refusal through.
+
+    class Protocol:
+        def __dlpack__(self, **kwargs):
+            return weight.__dlpack__(**kwargs)
+
+        def __dlpack_device__(self):
+            return weight.__dlpack_device__()
+
+    with pytest.raises(BufferError, match="require gradient"):
+        cuxla.from_dlpack(Protocol())
+
+
 def test_export_is_the_same_memory_and_writes_are_shared(tdev):
     a = cuxla.asarray(np.arange(6, dtype=np.float32))
     if tdev == "cuda":
