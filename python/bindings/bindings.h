@@ -38,6 +38,16 @@ nb::object NumpyDType(DType dtype);
 // A bad argument as an error message shows it: its type and repr ("str 'yes'").
 std::string Described(nb::handle value);
 
+// `value` as a T; else a TypeError in one sentence, "<what> must be <expected>,
+// not a <value described>" (nanobind's own would list the signature).
+template <class T>
+T ArgumentAs(nb::handle value, const char* what, const char* expected) {
+  T out;
+  if (!nb::try_cast(value, out))
+    throw nb::type_error((std::string(what) + " must be " + expected + ", not a " + Described(value)).c_str());
+  return out;
+}
+
 // Where an import goes: a client, a device, or (both null) the default
 // client of the tensor's platform, on the tensor's own device.
 struct ImportTarget {

@@ -404,14 +404,15 @@ Executable::Call PrepareCall(const Executable& executable, const nb::args& args,
 
 void RegisterDLPack(nb::module_& m, nb::class_<Array>& array) {
   m.def("from_dlpack", [](nb::handle x, nb::handle device, nb::handle copy, nb::handle client) {
-    if (!copy.is_none() && !PyBool_Check(copy.ptr()))
-      throw nb::type_error(("copy must be None, True or False, not a " + Described(copy)).c_str());
-    return ImportObject(x, TargetOf(device, client), copy.is_none() ? std::nullopt : std::optional(copy.is(Py_True)));
+    return ImportObject(x, TargetOf(device, client),
+                        ArgumentAs<std::optional<bool>>(copy, "copy", "None, True or False"));
   }, "x"_a.none(), nb::kw_only(), "device"_a = nb::none(), "copy"_a = nb::none(), "client"_a = nb::none(),
      "Imports any DLPack producer or capsule as an Array: a view of its memory when XLA can "
      "use it as it is, else (copy=None) one compact device copy.");
 
-  m.def("export_to", &ExportTo, "array"_a, "type"_a,
+  m.def("export_to", [](nb::handle array, nb::handle type) {
+    return ExportTo(*ArgumentAs<const Array*>(array, "the array to export", "a cuxla.Array"), type);
+  }, "array"_a.none(), "type"_a,
         "A `type` tensor of `array`'s memory, through `type`'s DLPack C exchange API.");
 
   m.def("call_with", [](const Executable& executable, nb::handle type, nb::args tensors) {
@@ -441,8 +442,12 @@ void RegisterDLPack(nb::module_& m, nb::class_<Array>& array) {
         const DLDevice d = interop::DLDeviceOf(a);
         return nb::make_tuple(static_cast<int>(d.device_type), d.device_id);
       })
-      .def("__dlpack__", [](const Array& a, nb::handle stream, std::optional<std::pair<int, int>> max_version,
-                            std::optional<std::pair<int, int>> dl_device, std::optional<bool> copy) {
+      .def("__dlpack__", [](const Array& a, nb::handle stream, nb::handle max_version_arg, nb::handle dl_device_arg,
+                            nb::handle copy_arg) {
+        using Pair = std::optional<std::pair<int, int>>;
+        const auto max_version = ArgumentAs<Pair>(max_version_arg, "max_version", "None or a (major, minor) pair");
+        const auto dl_device = ArgumentAs<Pair>(dl_device_arg, "dl_device", "None or a (device type, id) pair");
+        const auto copy = ArgumentAs<std::optional<bool>>(copy_arg, "copy", "None, True or False");
         const DLDevice own = interop::DLDeviceOf(a);
         if (dl_device && (dl_device->first != own.device_type || dl_device->second != own.device_id))
           throw Error(ErrorKind::kBuffer, "cuxla exports to the array's own device (" +
@@ -456,8 +461,8 @@ void RegisterDLPack(nb::module_& m, nb::class_<Array>& array) {
           interop::OrderConsumer(source, consumer);
         }
         return ExportCapsule(source, max_version && max_version->first >= 1);
-      }, nb::kw_only(), "stream"_a = nb::none(), "max_version"_a = nb::none(),
-         "dl_device"_a = nb::none(), "copy"_a = nb::none(),
+      }, nb::kw_only(), "stream"_a = nb::none(), "max_version"_a.none() = nb::none(),
+         "dl_device"_a.none() = nb::none(), "copy"_a.none() = nb::none(),
          "A DLPack capsule of the array's memory (no copy unless copy=True); it stays valid "
          "after the Array is deleted.");
 }

@@ -21,23 +21,23 @@ struct PyMesh {
   std::shared_ptr<const ClientState> state;
 };
 
+// A partition spec: per dimension, the mesh axis it is split over, or None.
+PartitionSpec SpecArgument(nb::handle spec) {
+  return ArgumentAs<PartitionSpec>(spec, "a partition spec", "a sequence with a mesh axis name or None per dimension");
+}
+
 // Mesh's arguments as JAX's Mesh takes them: one axis name may be a bare string.
 PyMesh MakeMesh(nb::handle devices_arg, nb::handle names_arg, nb::handle shape_arg) {
-  std::vector<PyDevice> devices;
-  std::vector<std::string> axis_names;
-  std::vector<int64_t> shape;
-  if (!nb::try_cast(devices_arg, devices))
-    throw nb::type_error(("Mesh's devices must be a sequence of cuxla.Device, not a " + Described(devices_arg)).c_str());
-  if (nb::isinstance<nb::str>(names_arg))
-    axis_names.push_back(nb::cast<std::string>(names_arg));
-  else if (!nb::try_cast(names_arg, axis_names))
-    throw nb::type_error(("Mesh's axis_names must be a name or a sequence of names, not a " + Described(names_arg)).c_str());
-  if (shape_arg.is_none())
-    shape.push_back(static_cast<int64_t>(devices.size()));
-  else if (!nb::try_cast(shape_arg, shape))
-    throw nb::type_error(("Mesh's shape must be a sequence of ints, not a " + Described(shape_arg)).c_str());
+  const auto devices = ArgumentAs<std::vector<PyDevice>>(devices_arg, "Mesh's devices", "a sequence of cuxla.Device");
+  const auto axis_names = nb::isinstance<nb::str>(names_arg)
+                              ? std::vector<std::string>{nb::cast<std::string>(names_arg)}
+                              : ArgumentAs<std::vector<std::string>>(names_arg, "Mesh's axis_names",
+                                                                     "a name or a sequence of names");
+  const auto shape = shape_arg.is_none()
+                         ? std::vector<int64_t>{static_cast<int64_t>(devices.size())}
+                         : ArgumentAs<std::vector<int64_t>>(shape_arg, "Mesh's shape", "a sequence of ints");
   if (devices.empty()) throw Error(ErrorKind::kValue, "a mesh needs at least one device");
-  PyMesh py{Mesh{std::move(shape), std::move(axis_names), {}},
+  PyMesh py{Mesh{shape, axis_names, {}},
             devices.front().state};
   for (const PyDevice& d : devices) {
     if (d.state->client.get() != py.state->client.get())
@@ -62,9 +62,10 @@ void RegisterSharding(nb::module_& m, nb::class_<Executable>& executable) {
         for (const Device* d : p.mesh.devices) out.push_back(Wrap(p.state, *d));
         return out;
       })
-      .def("hlo_sharding", [](const PyMesh& p, const PartitionSpec& spec) {
+      .def("hlo_sharding", [](const PyMesh& p, nb::handle spec_arg) {
+        const auto spec = SpecArgument(spec_arg);
         return HloShardingText(p.mesh, spec, spec.size());
-      }, "spec"_a, "The mhlo.sharding attribute text of `spec` (one mesh axis name or "
+      }, "spec"_a.none(), "The mhlo.sharding attribute text of `spec` (one mesh axis name or "
                    "None per dimension), for annotating a program's arguments and results.")
       .def("__repr__", [](const PyMesh& p) {
         std::string names;
@@ -90,9 +91,9 @@ void RegisterSharding(nb::module_& m, nb::class_<Executable>& executable) {
                ", " + a.sharding().Description() + ")";
       });
 
-  m.def("_shard", [](std::vector<Array> shards, const PyMesh& mesh, const PartitionSpec& spec) {
-    return ShardedArray::Of(std::move(shards), mesh.mesh, spec);
-  }, "shards"_a, "mesh"_a, "spec"_a);
+  m.def("_shard", [](std::vector<Array> shards, const PyMesh& mesh, nb::handle spec) {
+    return ShardedArray::Of(std::move(shards), mesh.mesh, SpecArgument(spec));
+  }, "shards"_a, "mesh"_a, "spec"_a.none());
 
   // With no client, the mesh's own compiles it (not cached: the cache is a Client's).
   m.def("_compile_for", [](nb::bytes program, const PyMesh& mesh, Client* client) {
@@ -109,11 +110,13 @@ void RegisterSharding(nb::module_& m, nb::class_<Executable>& executable) {
       .def_prop_ro("num_partitions", &Executable::num_partitions)
       // Checked and held with the GIL (no other thread can delete a shard
       // meanwhile), run without it (PJRT's threads may need it).
-      .def("call_sharded", [](const Executable& e, const std::vector<const ShardedArray*>& args) {
+      .def("call_sharded", [](const Executable& e, nb::handle args_arg) {
+        const auto args = ArgumentAs<std::vector<const ShardedArray*>>(args_arg, "call_sharded's args",
+                                                                       "a sequence of cuxla.ShardedArray");
         const ShardedCall call = PrepareSharded(e, args);
         nb::gil_scoped_release release;
         return RunSharded(e, call);
-      }, "args"_a, "Runs an SPMD program on ShardedArrays split as its parameters are; "
+      }, "args"_a.none(), "Runs an SPMD program on ShardedArrays split as its parameters are; "
                    "returns its results as ShardedArrays.");
 }
 

@@ -47,6 +47,14 @@ class Client:
     ) -> None:
         if platform is not None:
             platform = platform_name(platform, plugin_given=plugin is not None)
+        for name, value, kinds, expected in (
+            ("preallocate", preallocate, bool, "None, True or False"),
+            ("memory_fraction", memory_fraction, (int, float), "None or a number"),
+            ("allocator", allocator, str, "None or an allocator's name"),
+            ("device_count", device_count, int, "None or an int"),
+        ):
+            if value is not None and (not isinstance(value, kinds) or isinstance(value, bool) and kinds is not bool):
+                raise TypeError(f"{name} must be {expected}, not a {_described(value)}")
         chosen, path = _cuxla.choose_plugin(
             platform or "", os.fspath(plugin) if plugin is not None else "", package_dirs()
         )
@@ -277,9 +285,13 @@ def shard(parts: Iterable[Any], mesh: _cuxla.Mesh, spec: Iterable[str | None]) -
     axis it is split over, or None), from its shards: ``parts[i]``, a cuxla
     Array or any DLPack tensor, is the tile of mesh device i, imported onto
     that device (zero-copy when it is there already)."""
+    if isinstance(parts, (_cuxla.Array, str)) or not hasattr(parts, "__iter__"):
+        raise TypeError(f"shard takes the shards as a sequence, one per mesh device, not a {_described(parts)}")
     parts = list(parts)
     devices = mesh.devices
     if len(parts) != len(devices):
         raise ValueError(f"{len(parts)} shards given for a mesh of {len(devices)} devices")
     arrays = [p if isinstance(p, _cuxla.Array) else _cuxla.from_dlpack(p, device=d) for p, d in zip(parts, devices)]
+    if isinstance(spec, str):
+        raise TypeError(f"spec names a mesh axis or None per dimension, as in [{spec!r}, None], not the str {spec!r}")
     return _cuxla._shard(arrays, mesh, list(spec))

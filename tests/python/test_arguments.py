@@ -69,6 +69,20 @@ def test_a_device_index_names_the_device_of_that_index():
     (lambda: cuxla.Mesh("cpu", ("x",)), TypeError, "devices must be a sequence of cuxla.Device"),
     (lambda: cuxla.Mesh(cuxla.devices(), 3), TypeError, "axis_names must be a name or a sequence"),
     (lambda: cuxla.Mesh(cuxla.devices(), "x", shape="2"), TypeError, "shape must be a sequence of ints"),
+    (lambda: cuxla.Mesh(cuxla.devices(), "x").hlo_sharding("x"), TypeError, "a partition spec must be a sequence"),
+    (lambda: cuxla.shard(cuxla.asarray([1.0]), cuxla.Mesh(cuxla.devices(), "x"), ["x"]), TypeError,
+     "shard takes the shards as a sequence"),
+    (lambda: cuxla.shard([cuxla.asarray([1.0])], cuxla.Mesh(cuxla.devices()[:1], "x"), "x"), TypeError,
+     "spec names a mesh axis or None per dimension"),
+    (lambda: cuxla.compile(ADD).call_sharded([cuxla.asarray([1.0])]), TypeError,
+     "call_sharded's args must be a sequence of cuxla.ShardedArray"),
+    (lambda: cuxla.asarray([1.0]).__dlpack__(max_version=3), TypeError, "max_version must be None or a (major"),
+    (lambda: cuxla.asarray([1.0]).__dlpack__(dl_device="cpu"), TypeError, "dl_device must be None or a (device"),
+    (lambda: cuxla.asarray([1.0]).__dlpack__(copy="no"), TypeError, "copy must be None, True or False"),
+    (lambda: __import__("cuxla.torch").torch.to_torch("x"), TypeError, "the array to export must be a cuxla.Array"),
+    (lambda: cuxla.Client("cpu", device_count="2"), TypeError, "device_count must be None or an int"),
+    (lambda: cuxla.Client("cpu", preallocate="yes"), TypeError, "preallocate must be None, True or False"),
+    (lambda: cuxla.Client("cpu", memory_fraction="half"), TypeError, "memory_fraction must be None or a number"),
 ])
 def test_bad_arguments_are_one_sentence(call, error, says):
     with pytest.raises(error) as caught:
