@@ -59,7 +59,7 @@ struct ImportTarget {
 // device carries the ordering after the producer's stream. The others were
 // written before it on that stream, and their views are only ever used in
 // the same execution, which waits for all its arguments: they need no
-// ordering of their own (through PJRT's external-ready stream, ~10 µs a
+// ordering of their own (through PJRT's external-ready stream, costly per
 // view) — but a copy made at import (a strided tensor) runs before that
 // execution, and waits for `ready_stream` itself.
 struct ImportBatch {

@@ -3,8 +3,8 @@
 // shape, strides and dtype stay the same, dropped when the tensor dies.
 //
 // A call on a tensor otherwise makes a PJRT view of it and lets go of it once
-// the program is done (~4 µs of host work on an H200, the greater part of a
-// call's overhead); a model's weights, passed to every call, are the same
+// the program is done (the greater part of a call's overhead:
+// docs/gpu-results.md); a model's weights, passed to every call, are the same
 // tensors each time. A kept view holds its tensor's memory no longer than the
 // tensor does: it is dropped (and let go of once its programs are done) when
 // the tensor dies, through a weak reference. All functions need the GIL.

@@ -95,8 +95,8 @@ def handoff(max_bytes: int | None = None, out_dir: str = "bench-results", budget
         return (lambda: cuxla.from_dlpack(t)), nothing
 
     def cuxla_import_busy(t):
-        # ~10 µs of GPU work queued on PyTorch's stream before each import, so
-        # that XLA must be ordered after it on the device.
+        # A GPU sleep queued on PyTorch's stream before each import, so that
+        # XLA must be ordered after it on the device.
         return (lambda: cuxla.from_dlpack(t)), sync, (lambda: torch.cuda._sleep(20_000))
 
     def cuxla_export(t):

@@ -109,8 +109,8 @@ MODELS: dict[str, tuple[str, dict]] = {
     "GptOss": ("GptOssForCausalLM", {**WINDOW, "num_local_experts": 4, "num_experts_per_tok": 2}),
 }
 
-# A BERT-like encoder, a GPT-2 decoder, two seq2seq models and a Llama: about
-# a minute together, one at a time, on a 2-core CPU.
+# A BERT-like encoder, a GPT-2 decoder, two seq2seq models and a Llama: one of
+# each kind, few enough for CI's CPU.
 CI_SUBSET = ["BertForMaskedLM", "DistillGPT2", "T5ForConditionalGeneration", "BartForConditionalGeneration", "Llama"]
 
 _DROPOUT = re.compile(r"(dropout|pdrop|layerdrop)(_prob|_rate|_p)?$")

@@ -239,9 +239,9 @@ ClientState::ProducerOrder ClientState::OrderAfter(const Device& device, intptr_
     }
     return {0, std::make_shared<const cuda::StreamMarker>(ordinal, producer, compute)};
   }
-  // PJRT's bookkeeping of a ready stream costs ~10 µs: spared when the
-  // producer has nothing pending. (An event and a wait on the compute stream
-  // above cost what asking would.)
+  // PJRT's bookkeeping of a ready stream costs far more than asking
+  // (docs/gpu-results.md): spared when the producer has nothing pending. (An
+  // event and a wait on the compute stream above cost what asking would.)
   if (cuda::StreamIdle(ordinal, producer)) return {};
   const intptr_t ready = ExternalReadyStream(device);
   cuda::StreamWaitStream(ordinal, ready, producer);

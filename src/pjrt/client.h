@@ -114,7 +114,7 @@ struct ClientState {
   // marked ready (the PJRT stream extension; throws where the plugin has
   // none). A view given it as its ready stream is used only after the work
   // queued on it so far — at the price of PJRT's own event bookkeeping for a
-  // stream not its own (~10 µs on an H200).
+  // stream not its own (its cost: docs/gpu-results.md).
   intptr_t ExternalReadyStream(const Device& device) const;
   // CUDA: the stream XLA runs `device`'s programs on, probed on first use
   // (pjrt/compute_stream.h), or why it is unknown.

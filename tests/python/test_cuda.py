@@ -51,8 +51,8 @@ LAYOUTS = ["contiguous", "steps", "transposed"]
 
 def _written_late(layout: str, value: float) -> torch.Tensor:
     """A (ROWS, COLS) tensor in `layout` that PyTorch's current stream fills
-    with `value` only after ~100 µs of GPU sleep: whoever reads it without
-    waiting for that stream reads something else."""
+    with `value` only after a GPU sleep: whoever reads it without waiting
+    for that stream reads something else."""
     shape = {"contiguous": (ROWS, COLS), "steps": (ROWS, 2 * COLS), "transposed": (COLS, ROWS)}[layout]
     t = torch.empty(shape, device="cuda")
     torch.cuda._sleep(200_000)
