@@ -235,7 +235,13 @@ def asarray(obj: Any, *, device: Any = None, client: Any = None) -> _cuxla.Array
         return obj
     if device is None:
         device = (as_client(client) if client is not None else default_client()).devices()[0]
-    host = np.asarray(obj, order="C")  # its dtype is checked by _from_host
+    # Host memory asarray makes itself (from lists, scalars, strided arrays) is
+    # made as the plugins align theirs; a contiguous NumPy array is read where
+    # it is, since PJRT copies either way and its alignment costs nothing.
+    if isinstance(obj, np.ndarray) and obj.flags.c_contiguous:
+        host = obj
+    else:
+        host = asalignedarray(obj)  # its dtype is checked by _from_host
     return _cuxla._from_host(host.ctypes.data, host.dtype.name, list(host.shape), device)
 
 

@@ -80,3 +80,18 @@ def test_deleted_array_raises_on_every_use(device):
 def test_block_until_ready_returns_the_array(device):
     array = cuxla.asarray(np.ones(4, np.float32), device=device)
     assert array.block_until_ready() is array
+
+
+@pytest.mark.parametrize("obj", [[1.0, 2.0, 3.0], 7, np.arange(12.0).reshape(3, 4).T])
+def test_host_memory_asarray_makes_is_64_byte_aligned(monkeypatch, obj):
+    seen = []
+    real = _cuxla._from_host
+
+    def from_host(data, dtype, dims, device):
+        seen.append(data)
+        return real(data, dtype, dims, device)
+
+    monkeypatch.setattr(_cuxla, "_from_host", from_host)
+    a = cuxla.asarray(obj)
+    assert seen and seen[0] % 64 == 0
+    np.testing.assert_array_equal(a.numpy(), np.asarray(obj))
