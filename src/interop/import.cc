@@ -9,7 +9,7 @@
 
 #include "interop/dtype.h"
 #include "interop/layout.h"
-#include "pjrt/strided_copy.h"
+#include "pjrt/programs/strided_copy.h"
 
 namespace cuxla::interop {
 namespace {

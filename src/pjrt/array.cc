@@ -4,7 +4,6 @@
 #include <charconv>
 #include <iterator>
 #include <numeric>
-#include "pjrt/strided_copy.h"
 #include <string>
 
 namespace cuxla {
@@ -241,7 +240,7 @@ void Array::CopyToHost(void* dst, size_t dst_size) const {
                                        " bytes, the array needs " + std::to_string(nbytes()));
   // Plugins read views back in their raw order whatever their layout: make
   // a row-major copy on the device first.
-  if (!is_row_major()) return cuxla::RowMajor(*this).CopyToHost(dst, dst_size);
+  if (!is_row_major()) return state_->programs->RowMajor(*this).CopyToHost(dst, dst_size);
   if (pending_writes_ != nullptr) pending_writes_->Wait();  // PJRT's copy does not wait for them
   const pjrt::Api& api = state_->api();
   auto args = CUXLA_PJRT_ARGS(PJRT_Buffer_ToHostBuffer_Args);

@@ -10,7 +10,7 @@
 
 #include "cuda/driver.h"
 #include "pjrt/api.h"
-#include "pjrt/client.h"
+#include "pjrt/client_state.h"
 #include "pjrt/dtype.h"
 
 namespace cuxla {
@@ -27,6 +27,14 @@ bool IsRowMajor(std::span<const int64_t> minor_to_major) noexcept;
 // Element strides of a compact tensor of `dims` laid out `minor_to_major`.
 std::vector<int64_t> CompactStrides(std::span<const int64_t> dims,
                                     std::span<const int64_t> minor_to_major);
+
+// Host data to copy to a device: a pointer valid for the duration of the copy.
+struct HostBuffer {
+  const void* data = nullptr;
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> dims;
+  std::vector<int64_t> byte_strides;  // empty: C-contiguous
+};
 
 // Memory owned elsewhere, to wrap as an Array without copying.
 struct DeviceView {

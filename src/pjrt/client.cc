@@ -7,8 +7,7 @@
 #include <thread>
 
 #include "cuda/driver.h"
-#include "pjrt/array.h"
-#include "pjrt/executable.h"
+#include "pjrt/programs/internal_programs.h"
 
 namespace cuxla {
 namespace {
@@ -198,64 +197,12 @@ ClientOptions ClientOptions::WithEnvironment(std::string_view platform) const {
   return merged;
 }
 
-const Device& ClientState::DeviceOf(PJRT_Device* handle) const {
-  for (const Device& device : devices)
-    if (device.handle == handle) return device;
-  throw Error(ErrorKind::kValue, "the device does not belong to this " + platform + " client");
-}
-
 ClientOptions Client::ResolveOptions(const std::string& platform, const ClientOptions& options) {
   ClientOptions resolved = options.WithEnvironment(platform);
   // Never preallocate unless asked: PyTorch shares the card (README, "CUDA memory").
   if (platform == "cuda") resolved.preallocate = resolved.preallocate.value_or(false);
   Validate(platform, resolved);
   return resolved;
-}
-
-const Device& ClientState::DeviceWithHardwareId(int id) const {
-  for (const Device& device : devices)
-    if (device.local_hardware_id == id) return device;
-  throw Error(ErrorKind::kValue, "the " + platform + " client has no device with local_hardware_id " +
-                                     std::to_string(id));
-}
-
-intptr_t ClientState::ExternalReadyStream(const Device& device) const {
-  const PJRT_Stream_Extension* streams = plugin->stream_extension();
-  if (streams == nullptr)
-    throw Error(ErrorKind::kRuntime, "PJRT plugin " + plugin->path() + " has no stream extension");
-  auto args = CUXLA_PJRT_ARGS(PJRT_Get_Stream_For_External_Ready_Events_Args);
-  args.device = device.handle;
-  api().Check(streams->get_stream(&args), "PJRT_Get_Stream_For_External_Ready_Events");
-  return args.stream;
-}
-
-ClientState::ProducerOrder ClientState::OrderAfter(const Device& device, intptr_t producer,
-                                                  bool only_programs_read) const {
-  const int ordinal = device.local_hardware_id;
-  if (const intptr_t compute = compute_stream(device).stream; compute != 0) {
-    if (only_programs_read) {
-      cuda::StreamWaitStream(ordinal, compute, producer);
-      return {};
-    }
-    return {0, std::make_shared<const cuda::StreamMarker>(ordinal, producer, compute)};
-  }
-  // PJRT's bookkeeping of a ready stream costs ~10 µs: spared when the
-  // producer has nothing pending. (An event and a wait on the compute stream
-  // above cost what asking would.)
-  if (cuda::StreamIdle(ordinal, producer)) return {};
-  const intptr_t ready = ExternalReadyStream(device);
-  cuda::StreamWaitStream(ordinal, ready, producer);
-  return {ready, nullptr};
-}
-
-std::shared_ptr<const Executable> ClientState::InternalProgram(std::string_view program,
-                                                               const Device& device) const {
-  const Device* devices[] = {&device};
-  return internal_programs_.Get(program, devices, [&] {
-    // Non-owning: a shared_ptr with no control block, pointing at this state.
-    std::shared_ptr<const ClientState> self(std::shared_ptr<const ClientState>(), this);
-    return Executable::Compile(std::move(self), program, device);
-  });
 }
 
 std::shared_ptr<Client> Client::Create(std::shared_ptr<const pjrt::Plugin> plugin,
@@ -298,6 +245,7 @@ std::shared_ptr<Client> Client::CreateResolved(std::shared_ptr<const pjrt::Plugi
   state->plugin = std::move(plugin);
   state->kv_store = resolved.kv_store;
   state->client = pjrt::ClientPtr(args.client, pjrt::ClientDestroy{&state->api()});
+  state->programs = MakeInternalPrograms(*state);
 
   auto name_args = CUXLA_PJRT_ARGS(PJRT_Client_PlatformName_Args);
   name_args.client = args.client;

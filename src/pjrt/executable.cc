@@ -5,7 +5,6 @@
 #include <string>
 
 #include "pjrt/compile_options.h"
-#include "pjrt/strided_copy.h"
 
 namespace cuxla {
 namespace {
@@ -111,7 +110,7 @@ Executable::Call Executable::PreparePartitions(std::span<const std::vector<const
   const std::vector<pjrt::HloShape>& parameters = shape_.parameters;
   Call call;
   // Outputs belong to the arguments' client: the same as state_, which for an
-  // internal program (ClientState::InternalProgram) does not own the client.
+  // internal program (InternalPrograms::Compiled) does not own the client.
   call.owner = args.front().empty() ? state_ : args.front().front()->state();
   for (size_t p = 0; p < args.size(); ++p) {
     // Names for messages, spelled only when one is thrown.
@@ -159,7 +158,7 @@ std::vector<std::vector<Array>> Executable::RunPartitions(const Call& call) cons
       if (const auto* buffer = std::get_if<std::shared_ptr<PJRT_Buffer>>(&arg)) {
         buffers[p].push_back(buffer->get());
       } else {
-        row_major.push_back(RowMajor(std::get<Array>(arg)));
+        row_major.push_back(state_->programs->RowMajor(std::get<Array>(arg)));
         buffers[p].push_back(row_major.back().buffer());
       }
     }

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "pjrt/client.h"
+#include "pjrt/client_state.h"
 
 namespace cuxla {
 

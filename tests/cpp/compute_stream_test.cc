@@ -1,6 +1,6 @@
 // The compute-stream probe: its FFI handler against hand-made call frames,
 // and the probe itself on the test platform.
-#include "pjrt/compute_stream.h"
+#include "pjrt/programs/compute_stream.h"
 
 #include "test_env.h"
 

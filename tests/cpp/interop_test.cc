@@ -16,7 +16,7 @@
 #include "interop/export.h"
 #include "interop/import.h"
 #include "interop/layout.h"
-#include "pjrt/strided_copy.h"
+#include "pjrt/programs/strided_copy.h"
 #include "test_env.h"
 
 namespace cuxla {

@@ -1,4 +1,4 @@
-#include "pjrt/strided_copy.h"
+#include "pjrt/programs/strided_copy.h"
 
 #include <optional>
 #include <string>
@@ -84,7 +84,7 @@ Array CopyStrided(const std::shared_ptr<const ClientState>& state, const Device&
     throw;
   }
 
-  auto program = state->InternalProgram(
+  auto program = state->programs->Compiled(
       GatherProgram(MlirTypeName(tensor.dtype), span, tensor.dims, tensor.strides, lead - low), device);
   const Array* args[] = {&*source};
   return std::move(program->Execute(args).front());

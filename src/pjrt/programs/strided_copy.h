@@ -1,5 +1,5 @@
-// pjrt/strided_copy.h — compact copies made on the device by a small XLA
-// program: of strided memory XLA cannot view (steps, broadcasts, negative
+// pjrt/programs/strided_copy.h — compact copies made on the device by a small
+// XLA program: of strided memory XLA cannot view (steps, broadcasts, negative
 // strides, misaligned starts), and of Arrays in a non-row-major layout.
 #pragma once
 

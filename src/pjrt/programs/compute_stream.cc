@@ -1,12 +1,14 @@
-#include "pjrt/compute_stream.h"
+#include "pjrt/programs/compute_stream.h"
 
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <mutex>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "pjrt/array.h"
-#include "pjrt/client.h"
 #include "pjrt/executable.h"
 
 namespace cuxla {
@@ -81,7 +83,7 @@ ComputeStream ProbeComputeStream(const ClientState& state, const Device& device)
   }
   try {
     recorded_stream.store(0);
-    std::vector<Array> done = state.InternalProgram(kProbe, device)->Execute({});
+    std::vector<Array> done = state.programs->Compiled(kProbe, device)->Execute({});
     done.front().BlockUntilReady();
   } catch (const Error& error) {
     return {0, std::string("the probe program failed: ") + error.what()};
@@ -89,13 +91,6 @@ ComputeStream ProbeComputeStream(const ClientState& state, const Device& device)
   const intptr_t stream = recorded_stream.load();
   if (stream == 0) return {0, "the probe program ran but reported no stream"};
   return {stream, {}};
-}
-
-const ComputeStream& ComputeStreamCache::Get(const ClientState& state, const Device& device) const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (const auto& [known, stream] : known_)
-    if (known == &device) return stream;
-  return known_.emplace_back(&device, ProbeComputeStream(state, device)).second;
 }
 
 }  // namespace cuxla
