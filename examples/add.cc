@@ -42,7 +42,7 @@ int main() {
         return 1;
       }
     }
-    std::printf("%s: [%g %g %g; %g %g %g]\n", client->platform().c_str(), sum[0], sum[1], sum[2],
+    std::printf("%s: [%g %g %g; %g %g %g]\n", client->platform_name().c_str(), sum[0], sum[1], sum[2],
                 sum[3], sum[4], sum[5]);
     return 0;
   } catch (const cuxla::Error& error) {

@@ -50,9 +50,9 @@ std::string DeviceText(DLDevice device) {
 // CPU device's: a CPU tensor bound for another CPU device of this client
 // lives there as much as on the first.
 const Device& SourceDevice(const ClientState& state, DLDevice device, const ImportOptions& options) {
-  const DLDeviceType expected = state.platform == "cuda" ? kDLCUDA : kDLCPU;
+  const DLDeviceType expected = state.platform == Platform::kCuda ? kDLCUDA : kDLCPU;
   if (device.device_type != expected)
-    Refuse("a tensor on " + DeviceText(device) + " cannot be imported into a '" + state.platform +
+    Refuse("a tensor on " + DeviceText(device) + " cannot be imported into a '" + state.platform_name +
            "' client");
   if (device.device_type == kDLCPU && options.target_device != nullptr && options.target_state.get() == &state)
     return *options.target_device;
@@ -122,7 +122,7 @@ Array ImportDLPack(const std::shared_ptr<const ClientState>& state,
   const bool to_elsewhere = options.target_device != nullptr && options.target_device != &source;
   if (to_elsewhere && options.copy == CopyPolicy::kNever)
     Refuse("the tensor is on " + DeviceText(t.device) + ", not on the requested " +
-           options.target_device->platform + " device " + std::to_string(options.target_device->id) +
+           options.target_device->platform_name + " device " + std::to_string(options.target_device->id) +
            ", and copy=False");
 
   const bool empty = std::find(dims.begin(), dims.end(), 0) != dims.end();

@@ -1,5 +1,4 @@
-// pjrt/client.h — a PJRT client: its creation options, host -> device
-// copies and compiled executables (cached by program and device).
+// pjrt/client.h — Client: a PJRT client made from a plugin; arrays from host data; compiled executables.
 #pragma once
 
 #include <cstdint>
@@ -11,36 +10,12 @@
 #include <vector>
 
 #include "pjrt/array.h"
+#include "pjrt/client_options.h"
 #include "pjrt/client_state.h"
 #include "pjrt/executable.h"
-#include "pjrt/key_value_store.h"
 #include "pjrt/plugin.h"
 
 namespace cuxla {
-
-// Options for a client. The memory options are a CUDA client's (README,
-// "CUDA memory"): unset, they fall back to CUXLA_PREALLOCATE / CUXLA_MEM_FRACTION
-// / CUXLA_ALLOCATOR, then to the defaults: no preallocation, the plugin's own
-// fraction and allocator. `device_count` is a CPU client's number of
-// devices (unset: CUXLA_CPU_DEVICE_COUNT, else the plugin's default);
-// with several, the plugin gets twice as many threads (PJRT_NPROC, unless
-// set) so that SPMD partitions waiting in collectives cannot starve it.
-// `num_nodes` > 1 makes one CUDA client of several processes (one per
-// node_id), which find each other through `kv_store`.
-struct ClientOptions {
-  std::optional<bool> preallocate;
-  std::optional<double> memory_fraction;  // in (0, 1]
-  std::optional<std::string> allocator;   // "platform", "bfc", "cuda_async", "default"
-  std::vector<int64_t> visible_devices;   // empty: all
-  std::optional<int64_t> device_count;    // CPU only, >= 1
-  int64_t node_id = 0;                    // this process, in [0, num_nodes)
-  int64_t num_nodes = 1;
-  std::shared_ptr<KeyValueStore> kv_store;  // needed when num_nodes > 1
-
-  // These options with the environment of `platform` filled in for unset
-  // fields; throws a ValueError-kind Error naming a malformed variable or value.
-  ClientOptions WithEnvironment(std::string_view platform = "cuda") const;
-};
 
 struct MemoryStats {
   int64_t bytes_in_use = 0;
@@ -62,7 +37,8 @@ class Client {
                                         const std::string& platform,
                                         const ClientOptions& options);
 
-  const std::string& platform() const noexcept { return state_->platform; }
+  Platform platform() const noexcept { return state_->platform; }
+  const std::string& platform_name() const noexcept { return state_->platform_name; }
   std::string platform_version() const;
   const std::vector<Device>& devices() const noexcept { return state_->devices; }
   const Device& device(int id) const;  // by global id; ValueError if absent
@@ -84,12 +60,10 @@ class Client {
       : state_(std::move(state)), options_(std::move(options)) {}
 
  private:
-  // `options` already resolved by ResolveOptions.
+  // `options` already resolved by pjrt::ResolveOptions.
   static std::shared_ptr<Client> CreateResolved(std::shared_ptr<const pjrt::Plugin> plugin,
                                                 const std::string& platform,
                                                 ClientOptions options);
-  // Validates `options` for `platform` and fills CUDA's from the environment.
-  static ClientOptions ResolveOptions(const std::string& platform, const ClientOptions& options);
 
   std::shared_ptr<const ClientState> state_;
   ClientOptions options_;

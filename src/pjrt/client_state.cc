@@ -7,13 +7,13 @@ namespace cuxla {
 const Device& ClientState::DeviceOf(PJRT_Device* handle) const {
   for (const Device& device : devices)
     if (device.handle == handle) return device;
-  throw Error(ErrorKind::kValue, "the device does not belong to this " + platform + " client");
+  throw Error(ErrorKind::kValue, "the device does not belong to this " + platform_name + " client");
 }
 
 const Device& ClientState::DeviceWithHardwareId(int id) const {
   for (const Device& device : devices)
     if (device.local_hardware_id == id) return device;
-  throw Error(ErrorKind::kValue, "the " + platform + " client has no device with local_hardware_id " +
+  throw Error(ErrorKind::kValue, "the " + platform_name + " client has no device with local_hardware_id " +
                                      std::to_string(id));
 }
 

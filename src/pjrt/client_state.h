@@ -1,6 +1,4 @@
-// pjrt/client_state.h — what a client shares with every array and executable
-// it makes: the plugin, the PJRT client, its devices, the ordering of XLA's
-// work after other CUDA streams, and cuxla's own programs on those devices.
+// pjrt/client_state.h — ClientState: what a client shares with the arrays and executables it makes.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +9,7 @@
 
 #include "cuda/driver.h"
 #include "pjrt/api.h"
+#include "pjrt/device.h"
 #include "pjrt/key_value_store.h"
 #include "pjrt/plugin.h"
 
@@ -18,18 +17,6 @@ namespace cuxla {
 
 class Array;
 class Executable;
-
-// The alignment XLA needs of a buffer's address on `platform`: XLA's GPU
-// entry parameters assume 16 bytes; the CPU plugin refuses views under 64.
-inline size_t BufferAlignment(std::string_view platform) noexcept { return platform == "cpu" ? 64 : 16; }
-
-struct Device {
-  PJRT_Device* handle = nullptr;  // valid while the client that listed it lives
-  int id = 0;                     // global id
-  int local_hardware_id = -1;     // CUDA ordinal on GPUs
-  std::string kind;               // "NVIDIA H200", "cpu"...
-  std::string platform;           // "cuda", "cpu"
-};
 
 // A device's compute stream, or why it is not known (then `stream` is 0).
 struct ComputeStream {
@@ -62,7 +49,8 @@ struct ClientState {
   std::shared_ptr<const pjrt::Plugin> plugin;  // keeps the Api alive (never unloaded)
   std::shared_ptr<KeyValueStore> kv_store;     // PJRT may call it until the client is gone
   pjrt::ClientPtr client;
-  std::string platform;
+  Platform platform = Platform::kOther;
+  std::string platform_name;  // the plugin's: "cuda", "cpu"
   std::vector<Device> devices;  // addressable devices
   size_t global_device_count = 0;  // every process's devices
   // Declared after `client`, so destroyed, with the executables it compiled,

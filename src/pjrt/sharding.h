@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "pjrt/client_state.h"
+#include "pjrt/device.h"
 
 namespace cuxla {
 

@@ -19,7 +19,7 @@ using test::TestPlatform;
 using test::ThrownError;
 
 TEST(ClientTest, PlatformIsTheTestPlatform) {
-  EXPECT_EQ(TestClient()->platform(), TestPlatform());
+  EXPECT_EQ(TestClient()->platform_name(), TestPlatform());
 }
 
 TEST(ClientTest, PlatformVersionIsNotEmpty) {

@@ -18,7 +18,7 @@ Mesh MeshOf(Ints shape, std::vector<std::string> names, std::vector<Device>& sto
   Mesh mesh{std::move(shape), std::move(names), {}};
   for (size_t i = 0; i < storage.size(); ++i) {
     storage[i].id = static_cast<int>(i);
-    storage[i].platform = "cpu";
+    storage[i].platform = Platform::kCpu;
     mesh.devices.push_back(&storage[i]);
   }
   return mesh;

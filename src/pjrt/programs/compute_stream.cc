@@ -72,7 +72,7 @@ XLA_FFI_Error* RecordComputeStream(XLA_FFI_CallFrame* frame) {
 }
 
 ComputeStream ProbeComputeStream(const ClientState& state, const Device& device) {
-  if (state.platform != "cuda") return {0, "not a CUDA client"};
+  if (state.platform != Platform::kCuda) return {0, "not a CUDA client"};
   if (const char* off = std::getenv("CUXLA_COMPUTE_STREAM"); off != nullptr && std::string_view(off) == "0")
     return {0, "turned off by CUXLA_COMPUTE_STREAM=0"};
   std::lock_guard<std::mutex> lock(probe_mutex);

@@ -97,7 +97,7 @@ Array RowMajor(const Array& array) {
   auto* reference = new Array::ExternalReference(array);
   const std::vector<int64_t> strides = CompactStrides(array.dims(), array.layout());
   StridedTensor tensor{reference->data(), array.dtype(), array.dims(), strides};
-  if (array.device().platform == "cuda") {
+  if (array.device().platform == Platform::kCuda) {
     // The second view is read only once the array is ready (a view may still
     // wait for its producer's writes): the stream the copy runs on waits for
     // it — the compute stream itself when known, else an external-ready
