@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "interop/dtype.h"
+#include "pjrt/layout.h"
 
 namespace cuxla::interop {
 namespace {

@@ -8,8 +8,9 @@
 #include <vector>
 
 #include "interop/dtype.h"
-#include "interop/layout.h"
+#include "pjrt/layout.h"
 #include "pjrt/programs/strided_copy.h"
+#include "pjrt/text.h"
 
 namespace cuxla::interop {
 namespace {

@@ -12,30 +12,17 @@
 namespace cuxla {
 namespace {
 
-std::string DescriptionString(const pjrt::Api& api, PJRT_DeviceDescription* description) {
-  auto args = CUXLA_PJRT_ARGS(PJRT_DeviceDescription_Kind_Args);
-  args.device_description = description;
-  CUXLA_PJRT_CALL(api, PJRT_DeviceDescription_Kind, &args);
-  return std::string(args.device_kind, args.device_kind_size);
-}
-
 Device DescribeDevice(const pjrt::Api& api, PJRT_Device* handle, const ClientState& state) {
   Device device;
   device.handle = handle;
   device.platform = state.platform;
   device.platform_name = state.platform_name;
-  auto desc_args = CUXLA_PJRT_ARGS(PJRT_Device_GetDescription_Args);
-  desc_args.device = handle;
-  CUXLA_PJRT_CALL(api, PJRT_Device_GetDescription, &desc_args);
-  auto id_args = CUXLA_PJRT_ARGS(PJRT_DeviceDescription_Id_Args);
-  id_args.device_description = desc_args.device_description;
-  CUXLA_PJRT_CALL(api, PJRT_DeviceDescription_Id, &id_args);
-  device.id = id_args.id;
-  device.kind = DescriptionString(api, desc_args.device_description);
-  auto hw_args = CUXLA_PJRT_ARGS(PJRT_Device_LocalHardwareId_Args);
-  hw_args.device = handle;
-  CUXLA_PJRT_CALL(api, PJRT_Device_LocalHardwareId, &hw_args);
-  device.local_hardware_id = hw_args.local_hardware_id;
+  PJRT_DeviceDescription* description =
+      CUXLA_PJRT_QUERY(api, PJRT_Device_GetDescription, device, handle).device_description;
+  device.id = CUXLA_PJRT_QUERY(api, PJRT_DeviceDescription_Id, device_description, description).id;
+  const auto kind = CUXLA_PJRT_QUERY(api, PJRT_DeviceDescription_Kind, device_description, description);
+  device.kind.assign(kind.device_kind, kind.device_kind_size);
+  device.local_hardware_id = CUXLA_PJRT_QUERY(api, PJRT_Device_LocalHardwareId, device, handle).local_hardware_id;
   return device;
 }
 
@@ -121,33 +108,24 @@ std::shared_ptr<Client> Client::CreateResolved(std::shared_ptr<const pjrt::Plugi
   state->client = pjrt::ClientPtr(args.client, pjrt::ClientDestroy{&state->api()});
   state->programs = MakeInternalPrograms(*state);
 
-  auto name_args = CUXLA_PJRT_ARGS(PJRT_Client_PlatformName_Args);
-  name_args.client = args.client;
-  CUXLA_PJRT_CALL(api, PJRT_Client_PlatformName, &name_args);
+  const auto name_args = CUXLA_PJRT_QUERY(api, PJRT_Client_PlatformName, client, args.client);
   state->platform_name.assign(name_args.platform_name, name_args.platform_name_size);
   if (state->platform_name != platform)
     throw Error(ErrorKind::kValue, "PJRT plugin " + api.plugin_path() + " makes '" + state->platform_name +
                                        "' clients, not '" + platform + "'");
   state->platform = kind;
 
-  auto dev_args = CUXLA_PJRT_ARGS(PJRT_Client_AddressableDevices_Args);
-  dev_args.client = args.client;
-  CUXLA_PJRT_CALL(api, PJRT_Client_AddressableDevices, &dev_args);
+  const auto dev_args = CUXLA_PJRT_QUERY(api, PJRT_Client_AddressableDevices, client, args.client);
   for (size_t i = 0; i < dev_args.num_addressable_devices; ++i)
     state->devices.push_back(DescribeDevice(api, dev_args.addressable_devices[i], *state));
   if (state->devices.empty())
     throw Error(ErrorKind::kNoDevice, "the " + platform + " client has no addressable device");
-  auto all_args = CUXLA_PJRT_ARGS(PJRT_Client_Devices_Args);
-  all_args.client = args.client;
-  CUXLA_PJRT_CALL(api, PJRT_Client_Devices, &all_args);
-  state->global_device_count = all_args.num_devices;
+  state->global_device_count = CUXLA_PJRT_QUERY(api, PJRT_Client_Devices, client, args.client).num_devices;
   return std::make_shared<Client>(std::move(state), std::move(resolved));
 }
 
 std::string Client::platform_version() const {
-  auto args = CUXLA_PJRT_ARGS(PJRT_Client_PlatformVersion_Args);
-  args.client = state_->client.get();
-  CUXLA_PJRT_CALL(state_->api(), PJRT_Client_PlatformVersion, &args);
+  const auto args = CUXLA_PJRT_QUERY(state_->api(), PJRT_Client_PlatformVersion, client, state_->client.get());
   return std::string(args.platform_version, args.platform_version_size);
 }
 
@@ -161,10 +139,9 @@ const Device& Client::device(int id) const {
 std::optional<MemoryStats> Client::memory_stats(const Device& device) const {
   const pjrt::Api& api = state_->api();
   if (!api.Has(&PJRT_Api::PJRT_Device_MemoryStats)) return std::nullopt;
-  auto args = CUXLA_PJRT_ARGS(PJRT_Device_MemoryStats_Args);
-  args.device = device.handle;
+  PJRT_Device_MemoryStats_Args args{};
   try {
-    CUXLA_PJRT_CALL(api, PJRT_Device_MemoryStats, &args);
+    args = CUXLA_PJRT_QUERY(api, PJRT_Device_MemoryStats, device, device.handle);
   } catch (const Error&) {
     return std::nullopt;  // UNIMPLEMENTED on platforms without an allocator to report
   }

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "pjrt/text.h"
+
 namespace cuxla {
 namespace {
 

@@ -3,21 +3,13 @@
 #include <algorithm>
 #include <numeric>
 
-#include "pjrt/array.h"
+#include "cuxla/error.h"
+#include "pjrt/text.h"
 
 namespace cuxla {
 namespace {
 
 [[noreturn]] void Bad(const std::string& message) { throw Error(ErrorKind::kValue, message); }
-
-std::string ListText(std::span<const int64_t> values) {
-  std::string text;
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (i) text += ',';
-    text += std::to_string(values[i]);
-  }
-  return text;
-}
 
 // The mesh axis of each array dimension (nullopt: whole), checked.
 std::vector<std::optional<size_t>> SpecAxes(const Mesh& mesh, const PartitionSpec& spec, size_t rank) {

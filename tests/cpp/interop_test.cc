@@ -15,15 +15,15 @@
 #include "interop/dtype.h"
 #include "interop/export.h"
 #include "interop/import.h"
-#include "interop/layout.h"
+#include "pjrt/layout.h"
 #include "pjrt/programs/strided_copy.h"
+#include "pjrt/text.h"
 #include "test_env.h"
 
 namespace cuxla {
 namespace {
 
 using interop::CopyPolicy;
-using interop::MinorToMajor;
 using test::Contains;
 using test::Download;
 using test::TestClient;

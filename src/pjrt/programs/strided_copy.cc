@@ -4,6 +4,8 @@
 #include <string>
 
 #include "pjrt/executable.h"
+#include "pjrt/layout.h"
+#include "pjrt/text.h"
 
 namespace cuxla {
 namespace {
