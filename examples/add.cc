@@ -17,8 +17,8 @@ int main() {
   for (std::string dir; std::getline(dirs, dir, ':');) package_dirs.push_back(dir);
 
   try {
-    const auto choice = cuxla::pjrt::ChoosePlugin("", "", package_dirs);
-    auto client = cuxla::Client::Create(cuxla::pjrt::Plugin::Load(choice.path), choice.platform, {});
+    const auto choice = cuxla::ChoosePlugin("", "", package_dirs);
+    auto client = cuxla::Client::Create(cuxla::Plugin::Load(choice.path), choice.platform, {});
     const cuxla::Device& device = client->devices().front();
 
     const float x[] = {1, 2, 3, 4, 5, 6};

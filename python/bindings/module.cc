@@ -260,7 +260,7 @@ NB_MODULE(_cuxla, m) {
       }, "device"_a)
       .def("compute_stream", [](const Client& c, const PyDevice& d) {
         nb::gil_scoped_release release;  // the first request compiles and runs the probe
-        const cuxla::ComputeStream& found = c.state()->compute_stream(*d.device);
+        const cuxla::pjrt::ComputeStream& found = c.state()->compute_stream(*d.device);
         return std::make_pair(found.stream, found.why_not);
       }, "device"_a, "The CUDA stream XLA runs the device's programs on (0 and why, if unknown).")
       .def("_compile", [](Client& c, nb::bytes program) {
@@ -311,7 +311,7 @@ NB_MODULE(_cuxla, m) {
       .def("delete", &Array::Delete, "Frees the device buffer now.")
       .def("__repr__", [](const Array& a) {
         if (a.is_deleted()) return std::string("Array(<deleted>)");
-        return "Array(shape=" + cuxla::TupleText(a.dims()) + ", dtype=" +
+        return "Array(shape=" + cuxla::pjrt::TupleText(a.dims()) + ", dtype=" +
                std::string(cuxla::DTypeName(a.dtype())) + ", device=" + a.device().platform_name +
                ":" + std::to_string(a.device().id) + ")";
       });

@@ -9,6 +9,8 @@
 namespace cuxla::interop {
 namespace {
 
+using pjrt::CompactStrides;
+
 // One allocation per export: the managed tensor, the reference that keeps
 // the buffer alive, then the shape and strides.
 template <class Managed>

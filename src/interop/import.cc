@@ -15,6 +15,14 @@
 namespace cuxla::interop {
 namespace {
 
+using pjrt::AddressText;
+using pjrt::CompactStrides;
+using pjrt::CopyStrided;
+using pjrt::IsRowMajor;
+using pjrt::MinorToMajor;
+using pjrt::StridedTensor;
+using pjrt::TupleText;
+
 // PJRT's on-delete callback: hands the memory back to its producer.
 void CallDeleter(void* /*data*/, void* tensor) noexcept {
   auto* managed = static_cast<DLManagedTensorVersioned*>(tensor);

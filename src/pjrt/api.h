@@ -8,7 +8,7 @@
 #include <string>
 #include <type_traits>
 
-#include "cuxla/error.h"
+#include "base/error.h"
 #include "xla/pjrt/c/pjrt_c_api.h"
 
 namespace cuxla::pjrt {

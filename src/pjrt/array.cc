@@ -8,6 +8,11 @@
 namespace cuxla {
 namespace {
 
+using pjrt::FromPjrt;
+using pjrt::IsRowMajor;
+using pjrt::RowMajorLayout;
+using pjrt::ToPjrt;
+
 // The layout PJRT reports for `buffer`; row-major when it reports none.
 std::vector<int64_t> BufferLayout(const pjrt::Api& api, PJRT_Buffer* buffer, size_t rank) {
   if (!api.Has(&PJRT_Api::PJRT_Buffer_GetMemoryLayout)) return RowMajorLayout(rank);

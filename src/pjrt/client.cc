@@ -106,7 +106,7 @@ std::shared_ptr<Client> Client::CreateResolved(std::shared_ptr<const pjrt::Plugi
   state->plugin = std::move(plugin);
   state->kv_store = resolved.kv_store;
   state->client = pjrt::ClientPtr(args.client, pjrt::ClientDestroy{&state->api()});
-  state->programs = MakeInternalPrograms(*state);
+  state->programs = pjrt::MakeInternalPrograms(*state);
 
   const auto name_args = CUXLA_PJRT_QUERY(api, PJRT_Client_PlatformName, client, args.client);
   state->platform_name.assign(name_args.platform_name, name_args.platform_name_size);

@@ -67,7 +67,7 @@ class Client {
 
   std::shared_ptr<const ClientState> state_;
   ClientOptions options_;
-  ExecutableCache cache_;
+  pjrt::ExecutableCache cache_;
 };
 
 }  // namespace cuxla

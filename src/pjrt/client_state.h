@@ -18,6 +18,8 @@ namespace cuxla {
 class Array;
 class Executable;
 
+namespace pjrt {
+
 // A device's compute stream, or why it is not known (then `stream` is 0).
 struct ComputeStream {
   intptr_t stream = 0;
@@ -43,6 +45,8 @@ class InternalPrograms {
   virtual const ComputeStream& compute_stream(const Device& device) const = 0;
 };
 
+}  // namespace pjrt
+
 // What every object made by a client needs, shared by the client, its arrays
 // and its executables so that the PJRT client is destroyed after all of them.
 struct ClientState {
@@ -55,7 +59,7 @@ struct ClientState {
   size_t global_device_count = 0;  // every process's devices
   // Declared after `client`, so destroyed, with the executables it compiled,
   // before the PJRT client that made them.
-  std::unique_ptr<const InternalPrograms> programs;
+  std::unique_ptr<const pjrt::InternalPrograms> programs;
 
   const pjrt::Api& api() const noexcept { return plugin->api(); }
   const Device& DeviceOf(PJRT_Device* handle) const;
@@ -69,7 +73,7 @@ struct ClientState {
   // stream not its own (~10 µs on an H200).
   intptr_t ExternalReadyStream(const Device& device) const;
   // CUDA: the stream XLA runs `device`'s programs on, or why it is unknown.
-  const ComputeStream& compute_stream(const Device& device) const { return programs->compute_stream(device); }
+  const pjrt::ComputeStream& compute_stream(const Device& device) const { return programs->compute_stream(device); }
   // CUDA: orders XLA's coming use of `device` memory after the work queued so
   // far on `producer` (a CUDA stream; 1 the legacy default), on the device.
   // When the device's compute stream is known, it waits for that work, and a

@@ -10,6 +10,8 @@
 namespace cuxla {
 namespace {
 
+using pjrt::TupleText;
+
 // The optimized program's entry shape (PJRT offers no other way to learn the
 // parameters).
 pjrt::ProgramShape OptimizedProgramShape(const pjrt::Api& api, PJRT_Executable* executable,

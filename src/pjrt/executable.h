@@ -85,6 +85,8 @@ class Executable {
   pjrt::ProgramShape shape_;
 };
 
+namespace pjrt {
+
 // Executables by devices and program text, compiled on first use; with a
 // capacity, emptied when full (executables in use live on through their
 // shared_ptrs).
@@ -113,4 +115,5 @@ class ExecutableCache {
   std::unordered_map<std::string, std::shared_ptr<const Executable>> entries_;
 };
 
+}  // namespace pjrt
 }  // namespace cuxla

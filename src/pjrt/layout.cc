@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
-namespace cuxla {
+namespace cuxla::pjrt {
 
 std::vector<int64_t> RowMajorLayout(size_t rank) {
   std::vector<int64_t> layout(rank);
@@ -58,4 +58,4 @@ std::optional<std::vector<int64_t>> MinorToMajor(std::span<const int64_t> dims,
   return order;
 }
 
-}  // namespace cuxla
+}  // namespace cuxla::pjrt

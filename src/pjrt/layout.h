@@ -6,7 +6,7 @@
 #include <span>
 #include <vector>
 
-namespace cuxla {
+namespace cuxla::pjrt {
 
 // The row-major layout of rank `rank`: {rank-1, ..., 0}.
 std::vector<int64_t> RowMajorLayout(size_t rank);
@@ -25,4 +25,4 @@ std::vector<int64_t> CompactStrides(std::span<const int64_t> dims,
 std::optional<std::vector<int64_t>> MinorToMajor(std::span<const int64_t> dims,
                                                  std::span<const int64_t> strides);
 
-}  // namespace cuxla
+}  // namespace cuxla::pjrt

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "cuxla/error.h"
+#include "base/error.h"
 #include "pjrt/proto_wire.h"
 
 namespace cuxla::pjrt {

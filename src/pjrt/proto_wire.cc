@@ -1,6 +1,6 @@
 #include "pjrt/proto_wire.h"
 
-#include "cuxla/error.h"
+#include "base/error.h"
 
 namespace cuxla::pjrt {
 

@@ -7,6 +7,8 @@
 namespace cuxla {
 namespace {
 
+using pjrt::TupleText;
+
 [[noreturn]] void Bad(const std::string& message) { throw Error(ErrorKind::kValue, message); }
 
 }  // namespace

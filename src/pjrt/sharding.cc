@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <numeric>
 
-#include "cuxla/error.h"
+#include "base/error.h"
 #include "pjrt/text.h"
 
 namespace cuxla {
 namespace {
+
+using pjrt::ListText;
+using pjrt::TupleText;
 
 [[noreturn]] void Bad(const std::string& message) { throw Error(ErrorKind::kValue, message); }
 
@@ -61,7 +64,7 @@ size_t Mesh::Axis(std::string_view name) const {
   return static_cast<size_t>(it - axis_names.begin());
 }
 
-std::vector<int64_t> Unravel(size_t flat, std::span<const int64_t> dims) {
+std::vector<int64_t> pjrt::Unravel(size_t flat, std::span<const int64_t> dims) {
   std::vector<int64_t> coordinate(dims.size());
   for (size_t k = dims.size(); k-- > 0;) {
     coordinate[k] = static_cast<int64_t>(flat % static_cast<size_t>(dims[k]));
@@ -81,7 +84,7 @@ Sharding Sharding::Of(const Mesh& mesh, const PartitionSpec& spec, size_t rank) 
   for (size_t d = 0; d < rank; ++d)
     if (axes[d]) sharding.tiles[d] = mesh.shape[*axes[d]];
   for (size_t p = 0; p < mesh.devices.size(); ++p) {
-    const std::vector<int64_t> coordinate = Unravel(p, mesh.shape);  // along each mesh axis
+    const std::vector<int64_t> coordinate = pjrt::Unravel(p, mesh.shape);  // along each mesh axis
     for (size_t d = 0; d < rank; ++d)
       if (axes[d]) sharding.tile_of_partition[p][d] = coordinate[*axes[d]];
   }

@@ -4,7 +4,7 @@
 #include <iterator>
 #include <string_view>
 
-namespace cuxla {
+namespace cuxla::pjrt {
 namespace {
 
 std::string Joined(std::span<const int64_t> values, std::string_view separator) {
@@ -32,4 +32,4 @@ std::string AddressText(const void* address) {
   return "0x" + std::string(digits, end);
 }
 
-}  // namespace cuxla
+}  // namespace cuxla::pjrt

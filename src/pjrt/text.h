@@ -5,7 +5,7 @@
 #include <span>
 #include <string>
 
-namespace cuxla {
+namespace cuxla::pjrt {
 
 // "(2, 3)", "(5,)", "()": a shape or strides as Python spells a tuple, for messages.
 std::string TupleText(std::span<const int64_t> values);
@@ -16,4 +16,4 @@ std::string ListText(std::span<const int64_t> values);
 // "0x7f3a5c000010": a memory address as Python's hex() spells it, for messages.
 std::string AddressText(const void* address);
 
-}  // namespace cuxla
+}  // namespace cuxla::pjrt

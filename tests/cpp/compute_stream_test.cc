@@ -4,7 +4,7 @@
 
 #include "test_env.h"
 
-namespace cuxla {
+namespace cuxla::pjrt {
 namespace {
 
 using test::Contains;
@@ -77,4 +77,4 @@ TEST(ComputeStreamTest, EnvironmentTurnsTheProbeOff) {
 }
 
 }  // namespace
-}  // namespace cuxla
+}  // namespace cuxla::pjrt

@@ -24,6 +24,11 @@ namespace cuxla {
 namespace {
 
 using interop::CopyPolicy;
+using pjrt::AddressText;
+using pjrt::CompactStrides;
+using pjrt::MinorToMajor;
+using pjrt::RowMajor;
+using pjrt::TupleText;
 using test::Contains;
 using test::Download;
 using test::TestClient;

@@ -80,7 +80,7 @@ TEST(ShardingTest, BadSpecsAndMeshesAreValueErrorsNamingTheProblem) {
 // one device per GPU).
 std::shared_ptr<Client> TwoDeviceClient() {
   static const auto* client = new std::shared_ptr<Client>(
-      Client::Create(pjrt::Plugin::Load(test::PluginPath()), "cpu", ClientOptions{.device_count = 2}));
+      Client::Create(Plugin::Load(test::PluginPath()), "cpu", ClientOptions{.device_count = 2}));
   return *client;
 }
 

@@ -11,7 +11,7 @@
 #include "pjrt/array.h"
 #include "pjrt/executable.h"
 
-namespace cuxla {
+namespace cuxla::pjrt {
 namespace {
 
 constexpr std::string_view kTarget = "cuxla_record_compute_stream";
@@ -93,4 +93,4 @@ ComputeStream ProbeComputeStream(const ClientState& state, const Device& device)
   return {stream, {}};
 }
 
-}  // namespace cuxla
+}  // namespace cuxla::pjrt

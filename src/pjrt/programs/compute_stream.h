@@ -6,7 +6,7 @@
 #include "pjrt/client_state.h"
 #include "xla/ffi/api/c_api.h"
 
-namespace cuxla {
+namespace cuxla::pjrt {
 
 // The FFI handler of the probe program: answers XLA's metadata query, and
 // when run, stores the stream it runs on where ProbeComputeStream reads it.
@@ -19,4 +19,4 @@ XLA_FFI_Error* RecordComputeStream(XLA_FFI_CallFrame* frame);
 // `why_not`, as is CUXLA_COMPUTE_STREAM=0, which turns the probe off.
 ComputeStream ProbeComputeStream(const ClientState& state, const Device& device);
 
-}  // namespace cuxla
+}  // namespace cuxla::pjrt

@@ -8,7 +8,7 @@
 #include "pjrt/programs/compute_stream.h"
 #include "pjrt/programs/strided_copy.h"
 
-namespace cuxla {
+namespace cuxla::pjrt {
 namespace {
 
 class ClientPrograms final : public InternalPrograms {
@@ -24,7 +24,7 @@ class ClientPrograms final : public InternalPrograms {
     });
   }
 
-  Array RowMajor(const Array& array) const override { return cuxla::RowMajor(array); }
+  Array RowMajor(const Array& array) const override { return pjrt::RowMajor(array); }
 
   const ComputeStream& compute_stream(const Device& device) const override {
     std::lock_guard<std::mutex> lock(streams_mutex_);
@@ -48,4 +48,4 @@ std::unique_ptr<const InternalPrograms> MakeInternalPrograms(const ClientState& 
   return std::make_unique<const ClientPrograms>(state);
 }
 
-}  // namespace cuxla
+}  // namespace cuxla::pjrt

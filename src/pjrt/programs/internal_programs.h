@@ -6,9 +6,9 @@
 
 #include "pjrt/client_state.h"
 
-namespace cuxla {
+namespace cuxla::pjrt {
 
 // The InternalPrograms of `state`, which is to own them.
 std::unique_ptr<const InternalPrograms> MakeInternalPrograms(const ClientState& state);
 
-}  // namespace cuxla
+}  // namespace cuxla::pjrt

@@ -7,7 +7,7 @@
 #include "pjrt/layout.h"
 #include "pjrt/text.h"
 
-namespace cuxla {
+namespace cuxla::pjrt {
 namespace {
 
 std::string TensorType(std::span<const int64_t> dims, std::string_view element) {
@@ -118,4 +118,4 @@ Array RowMajor(const Array& array) {
   return CopyStrided(array.state(), array.device(), tensor, release, reference);
 }
 
-}  // namespace cuxla
+}  // namespace cuxla::pjrt

@@ -9,7 +9,7 @@
 
 #include "pjrt/array.h"
 
-namespace cuxla {
+namespace cuxla::pjrt {
 
 // Strided data on a device: element (i_0, ..., i_n) is at element offset
 // sum(i_k * strides[k]) from `data`.
@@ -37,4 +37,4 @@ Array CopyStrided(const std::shared_ptr<const ClientState>& state, const Device&
 // layout the view was made with.)
 Array RowMajor(const Array& array);
 
-}  // namespace cuxla
+}  // namespace cuxla::pjrt
