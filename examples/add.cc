@@ -17,8 +17,8 @@ int main() {
   for (std::string dir; std::getline(dirs, dir, ':');) package_dirs.push_back(dir);
 
   try {
-    const auto choice = cuxla::pjrt::ChoosePlugin("", "", package_dirs);
-    auto client = cuxla::Client::Create(cuxla::pjrt::Plugin::Load(choice.path), choice.platform, {});
+    const auto choice = cuxla::ChoosePlugin("", "", package_dirs);
+    auto client = cuxla::Client::Create(cuxla::Plugin::Load(choice.path), choice.platform, {});
     const cuxla::Device& device = client->devices().front();
 
     const float x[] = {1, 2, 3, 4, 5, 6};
@@ -42,7 +42,7 @@ int main() {
         return 1;
       }
     }
-    std::printf("%s: [%g %g %g; %g %g %g]\n", client->platform().c_str(), sum[0], sum[1], sum[2],
+    std::printf("%s: [%g %g %g; %g %g %g]\n", client->platform_name().c_str(), sum[0], sum[1], sum[2],
                 sum[3], sum[4], sum[5]);
     return 0;
   } catch (const cuxla::Error& error) {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cuxla/cuxla.h"
+#include "pjrt/text.h"
 
 namespace cuxla::bindings {
 

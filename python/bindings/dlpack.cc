@@ -58,14 +58,14 @@ std::pair<std::shared_ptr<const ClientState>, interop::ImportOptions> Resolve(
   const std::string platform = PlatformOf(device_type);
   interop::ImportOptions options;
   options.copy = Policy(copy);
-  if (target.state != nullptr && target.state->platform == platform && target.device == nullptr)
+  if (target.state != nullptr && target.state->platform_name == platform && target.device == nullptr)
     return {target.state, options};
   if (target.state != nullptr) {
     options.target_state = target.state;
     options.target_device = target.device != nullptr ? target.device : &target.state->devices.front();
   }
   std::shared_ptr<const ClientState> source =
-      target.state != nullptr && target.state->platform == platform ? target.state : DefaultState(platform);
+      target.state != nullptr && target.state->platform_name == platform ? target.state : DefaultState(platform);
   return {source, options};
 }
 
@@ -209,7 +209,7 @@ Array ImportProtocol(nb::handle object, const ImportTarget& target, std::optiona
 
 // The array API's stream argument for a consumer on `array`'s device; nullopt: no ordering.
 std::optional<intptr_t> ConsumerStream(const Array& array, nb::handle stream) {
-  const bool cuda = array.device().platform == "cuda";
+  const bool cuda = array.device().platform == Platform::kCuda;
   if (!cuda) {
     if (!stream.is_none() && !(nb::isinstance<nb::int_>(stream) && nb::cast<intptr_t>(stream) == -1))
       throw Error(ErrorKind::kValue, "stream must be None for a CPU array");

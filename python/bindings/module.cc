@@ -195,7 +195,7 @@ NB_MODULE(_cuxla, m) {
     return nb::make_tuple(choice.platform, choice.path);
   }, "platform"_a, "plugin"_a, "package_dirs"_a);
 
-  m.def("_buffer_alignment", [](const std::string& platform) { return cuxla::BufferAlignment(platform); },
+  m.def("_buffer_alignment", [](const std::string& platform) { return cuxla::BufferAlignment(cuxla::PlatformOf(platform)); },
         "platform"_a, "The alignment XLA on `platform` needs of a buffer's address to view it.");
 
   nb::class_<cuxla::pjrt::Plugin>(m, "Plugin")
@@ -210,12 +210,12 @@ NB_MODULE(_cuxla, m) {
   nb::class_<PyDevice>(m, "Device")
       .def_prop_ro("id", [](const PyDevice& d) { return d.device->id; })
       .def_prop_ro("local_hardware_id", [](const PyDevice& d) { return d.device->local_hardware_id; })
-      .def_prop_ro("platform", [](const PyDevice& d) { return d.device->platform; })
+      .def_prop_ro("platform", [](const PyDevice& d) { return d.device->platform_name; })
       .def_prop_ro("kind", [](const PyDevice& d) { return d.device->kind; })
       .def("__eq__", [](const PyDevice& a, const PyDevice& b) { return a.device == b.device; })
       .def("__hash__", [](const PyDevice& d) { return reinterpret_cast<uintptr_t>(d.device); })
       .def("__repr__", [](const PyDevice& d) {
-        return d.device->platform + "(id=" + std::to_string(d.device->id) + ")";
+        return d.device->platform_name + "(id=" + std::to_string(d.device->id) + ")";
       });
 
   nb::class_<Client>(m, "_Client")
@@ -232,7 +232,7 @@ NB_MODULE(_cuxla, m) {
       }, "plugin"_a, "platform"_a, "preallocate"_a.none(), "memory_fraction"_a.none(),
          "allocator"_a.none(), "visible_devices"_a, "device_count"_a.none() = nb::none(), "node_id"_a = 0,
          "num_nodes"_a = 1, "kv_store"_a = nb::none())
-      .def_prop_ro("platform", &Client::platform)
+      .def_prop_ro("platform", &Client::platform_name)
       .def_prop_ro("platform_version", &Client::platform_version)
       .def_prop_ro("plugin", [](const Client& c) { return c.plugin().path(); })
       .def_prop_ro("api_version", [](const Client& c) {
@@ -260,7 +260,7 @@ NB_MODULE(_cuxla, m) {
       }, "device"_a)
       .def("compute_stream", [](const Client& c, const PyDevice& d) {
         nb::gil_scoped_release release;  // the first request compiles and runs the probe
-        const cuxla::ComputeStream& found = c.state()->compute_stream(*d.device);
+        const cuxla::pjrt::ComputeStream& found = c.state()->compute_stream(*d.device);
         return std::make_pair(found.stream, found.why_not);
       }, "device"_a, "The CUDA stream XLA runs the device's programs on (0 and why, if unknown).")
       .def("_compile", [](Client& c, nb::bytes program) {
@@ -311,8 +311,8 @@ NB_MODULE(_cuxla, m) {
       .def("delete", &Array::Delete, "Frees the device buffer now.")
       .def("__repr__", [](const Array& a) {
         if (a.is_deleted()) return std::string("Array(<deleted>)");
-        return "Array(shape=" + cuxla::TupleText(a.dims()) + ", dtype=" +
-               std::string(cuxla::DTypeName(a.dtype())) + ", device=" + a.device().platform +
+        return "Array(shape=" + cuxla::pjrt::TupleText(a.dims()) + ", dtype=" +
+               std::string(cuxla::DTypeName(a.dtype())) + ", device=" + a.device().platform_name +
                ":" + std::to_string(a.device().id) + ")";
       });
 

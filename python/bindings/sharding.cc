@@ -71,7 +71,7 @@ void RegisterSharding(nb::module_& m, nb::class_<Executable>& executable) {
         std::string names;
         for (const auto& n : p.mesh.axis_names) names += (names.empty() ? "'" : ", '") + n + "'";
         if (p.mesh.axis_names.size() == 1) names += ",";
-        return "Mesh(shape=" + TupleText(p.mesh.shape) + ", axis_names=(" + names + "))";
+        return "Mesh(shape=" + pjrt::TupleText(p.mesh.shape) + ", axis_names=(" + names + "))";
       });
 
   nb::class_<ShardedArray>(m, "ShardedArray")
@@ -87,7 +87,7 @@ void RegisterSharding(nb::module_& m, nb::class_<Executable>& executable) {
         return out;
       }, "Per shard, the index of its tile along each dimension.")
       .def("__repr__", [](const ShardedArray& a) {
-        return "ShardedArray(shape=" + TupleText(a.dims()) + ", dtype=" + std::string(DTypeName(a.dtype())) +
+        return "ShardedArray(shape=" + pjrt::TupleText(a.dims()) + ", dtype=" + std::string(DTypeName(a.dtype())) +
                ", " + a.sharding().Description() + ")";
       });
 

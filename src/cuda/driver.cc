@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "cuxla/error.h"
+#include "base/error.h"
 
 namespace cuxla::cuda {
 namespace {

@@ -4,9 +4,12 @@
 #include <vector>
 
 #include "interop/dtype.h"
+#include "pjrt/layout.h"
 
 namespace cuxla::interop {
 namespace {
+
+using pjrt::CompactStrides;
 
 // One allocation per export: the managed tensor, the reference that keeps
 // the buffer alive, then the shape and strides.
@@ -63,14 +66,14 @@ static_assert(sizeof(Exported<DLManagedTensor>) % alignof(int64_t) == 0);
 }  // namespace
 
 DLDevice DLDeviceOf(const Device& device) {
-  if (device.platform == "cuda") return DLDevice{kDLCUDA, device.local_hardware_id};
+  if (device.platform == Platform::kCuda) return DLDevice{kDLCUDA, device.local_hardware_id};
   return DLDevice{kDLCPU, 0};
 }
 
 DLDevice DLDeviceOf(const Array& array) { return DLDeviceOf(array.device()); }
 
 void OrderConsumer(const Array& array, std::optional<intptr_t> consumer_stream) {
-  if (array.device().platform != "cuda") {
+  if (array.device().platform != Platform::kCuda) {
     array.BlockUntilReady();  // the consumer reads host memory now
   } else if (consumer_stream) {
     array.WaitUntilReadyOnStream(*consumer_stream);

@@ -8,11 +8,20 @@
 #include <vector>
 
 #include "interop/dtype.h"
-#include "interop/layout.h"
-#include "pjrt/strided_copy.h"
+#include "pjrt/layout.h"
+#include "pjrt/programs/strided_copy.h"
+#include "pjrt/text.h"
 
 namespace cuxla::interop {
 namespace {
+
+using pjrt::AddressText;
+using pjrt::CompactStrides;
+using pjrt::CopyStrided;
+using pjrt::IsRowMajor;
+using pjrt::MinorToMajor;
+using pjrt::StridedTensor;
+using pjrt::TupleText;
 
 // PJRT's on-delete callback: hands the memory back to its producer.
 void CallDeleter(void* /*data*/, void* tensor) noexcept {
@@ -50,9 +59,9 @@ std::string DeviceText(DLDevice device) {
 // CPU device's: a CPU tensor bound for another CPU device of this client
 // lives there as much as on the first.
 const Device& SourceDevice(const ClientState& state, DLDevice device, const ImportOptions& options) {
-  const DLDeviceType expected = state.platform == "cuda" ? kDLCUDA : kDLCPU;
+  const DLDeviceType expected = state.platform == Platform::kCuda ? kDLCUDA : kDLCPU;
   if (device.device_type != expected)
-    Refuse("a tensor on " + DeviceText(device) + " cannot be imported into a '" + state.platform +
+    Refuse("a tensor on " + DeviceText(device) + " cannot be imported into a '" + state.platform_name +
            "' client");
   if (device.device_type == kDLCPU && options.target_device != nullptr && options.target_state.get() == &state)
     return *options.target_device;
@@ -122,7 +131,7 @@ Array ImportDLPack(const std::shared_ptr<const ClientState>& state,
   const bool to_elsewhere = options.target_device != nullptr && options.target_device != &source;
   if (to_elsewhere && options.copy == CopyPolicy::kNever)
     Refuse("the tensor is on " + DeviceText(t.device) + ", not on the requested " +
-           options.target_device->platform + " device " + std::to_string(options.target_device->id) +
+           options.target_device->platform_name + " device " + std::to_string(options.target_device->id) +
            ", and copy=False");
 
   const bool empty = std::find(dims.begin(), dims.end(), 0) != dims.end();

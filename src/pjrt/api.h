@@ -6,8 +6,9 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <type_traits>
 
-#include "cuxla/error.h"
+#include "base/error.h"
 #include "xla/pjrt/c/pjrt_c_api.h"
 
 namespace cuxla::pjrt {
@@ -66,6 +67,19 @@ class Api {
 // Calls PJRT entry `fn` with `args` on `api` and throws on error.
 #define CUXLA_PJRT_CALL(api, fn, args) \
   (api).Check((api).Get(&PJRT_Api::fn, #fn)(args), #fn)
+
+// The args of PJRT entry `entry` (called `name`) once called with `field`
+// set to `value`: the many entries that take one object and fill in fields.
+template <class Args, class Field>
+Args Query(const Api& api, PJRT_Error* (*PJRT_Api::*entry)(Args*), const char* name, size_t struct_size,
+           Field Args::*field, std::type_identity_t<Field> value) {
+  Args args = MakeArgs<Args>(struct_size);
+  args.*field = value;
+  api.Check(api.Get(entry, name)(&args), name);
+  return args;
+}
+#define CUXLA_PJRT_QUERY(api, fn, field, value) \
+  ::cuxla::pjrt::Query((api), &PJRT_Api::fn, #fn, fn##_Args_STRUCT_SIZE, &fn##_Args::field, (value))
 
 // RAII owners: each keeps the Api it came from (which outlives it: plugins are
 // never unloaded) and calls its kind's destroy entry exactly once.

@@ -1,54 +1,22 @@
 #include "pjrt/array.h"
 
-#include <algorithm>
-#include <charconv>
-#include <iterator>
 #include <numeric>
-#include "pjrt/strided_copy.h"
 #include <string>
 
+#include "pjrt/layout.h"
+
 namespace cuxla {
-
-std::string TupleText(std::span<const int64_t> values) {
-  std::string text = "(";
-  for (size_t i = 0; i < values.size(); ++i) text += (i ? ", " : "") + std::to_string(values[i]);
-  return text + (values.size() == 1 ? ",)" : ")");
-}
-
-std::string AddressText(const void* address) {
-  char digits[2 * sizeof(uintptr_t)];
-  char* end = std::to_chars(std::begin(digits), std::end(digits), reinterpret_cast<uintptr_t>(address), 16).ptr;
-  return "0x" + std::string(digits, end);
-}
-
-bool IsRowMajor(std::span<const int64_t> minor_to_major) noexcept {
-  return std::is_sorted(minor_to_major.rbegin(), minor_to_major.rend());
-}
-
-std::vector<int64_t> CompactStrides(std::span<const int64_t> dims,
-                                    std::span<const int64_t> minor_to_major) {
-  std::vector<int64_t> strides(dims.size());
-  int64_t next = 1;
-  for (int64_t d : minor_to_major) {
-    strides[d] = next;
-    next *= std::max<int64_t>(dims[d], 1);
-  }
-  return strides;
-}
-
 namespace {
 
-std::vector<int64_t> RowMajorLayout(size_t rank) {
-  std::vector<int64_t> layout(rank);
-  for (size_t i = 0; i < rank; ++i) layout[i] = static_cast<int64_t>(rank - 1 - i);
-  return layout;
-}
+using pjrt::FromPjrt;
+using pjrt::IsRowMajor;
+using pjrt::RowMajorLayout;
+using pjrt::ToPjrt;
 
-std::vector<int64_t> MinorToMajor(const pjrt::Api& api, PJRT_Buffer* buffer, size_t rank) {
+// The layout PJRT reports for `buffer`; row-major when it reports none.
+std::vector<int64_t> BufferLayout(const pjrt::Api& api, PJRT_Buffer* buffer, size_t rank) {
   if (!api.Has(&PJRT_Api::PJRT_Buffer_GetMemoryLayout)) return RowMajorLayout(rank);
-  auto args = CUXLA_PJRT_ARGS(PJRT_Buffer_GetMemoryLayout_Args);
-  args.buffer = buffer;
-  CUXLA_PJRT_CALL(api, PJRT_Buffer_GetMemoryLayout, &args);
+  const auto args = CUXLA_PJRT_QUERY(api, PJRT_Buffer_GetMemoryLayout, buffer, buffer);
   if (args.layout.type != PJRT_Buffer_MemoryLayout_Type_Tiled) return RowMajorLayout(rank);
   const PJRT_Buffer_MemoryLayout_Tiled& tiled = args.layout.tiled;
   return std::vector<int64_t>(tiled.minor_to_major, tiled.minor_to_major + tiled.minor_to_major_size);
@@ -71,26 +39,19 @@ Array::Array(std::shared_ptr<const ClientState> state, pjrt::BufferPtr buffer)
   const pjrt::Api& api = state_->api();
   PJRT_Buffer* raw = buffer_.get();
 
-  auto type_args = CUXLA_PJRT_ARGS(PJRT_Buffer_ElementType_Args);
-  type_args.buffer = raw;
-  CUXLA_PJRT_CALL(api, PJRT_Buffer_ElementType, &type_args);
-  std::optional<DType> dtype = FromPjrt(type_args.type);
+  const PJRT_Buffer_Type type = CUXLA_PJRT_QUERY(api, PJRT_Buffer_ElementType, buffer, raw).type;
+  std::optional<DType> dtype = FromPjrt(type);
   if (!dtype)
     throw Error(ErrorKind::kBuffer, "PJRT buffer has element type " +
-                                        std::to_string(static_cast<int>(type_args.type)) +
+                                        std::to_string(static_cast<int>(type)) +
                                         ", which cuxla does not support");
   dtype_ = *dtype;
 
-  auto dim_args = CUXLA_PJRT_ARGS(PJRT_Buffer_Dimensions_Args);
-  dim_args.buffer = raw;
-  CUXLA_PJRT_CALL(api, PJRT_Buffer_Dimensions, &dim_args);
+  const auto dim_args = CUXLA_PJRT_QUERY(api, PJRT_Buffer_Dimensions, buffer, raw);
   dims_.assign(dim_args.dims, dim_args.dims + dim_args.num_dims);
-  layout_ = MinorToMajor(api, raw, dims_.size());
+  layout_ = BufferLayout(api, raw, dims_.size());
 
-  auto dev_args = CUXLA_PJRT_ARGS(PJRT_Buffer_Device_Args);
-  dev_args.buffer = raw;
-  CUXLA_PJRT_CALL(api, PJRT_Buffer_Device, &dev_args);
-  device_ = &state_->DeviceOf(dev_args.device);
+  device_ = &state_->DeviceOf(CUXLA_PJRT_QUERY(api, PJRT_Buffer_Device, buffer, raw).device);
 }
 
 Array Array::FromHost(std::shared_ptr<const ClientState> state, const HostBuffer& host,
@@ -196,13 +157,9 @@ Array::ExternalReference::ExternalReference(const Array& array)
     : state_(array.state_), buffer_(array.buffer_) {
   if (buffer_ == nullptr) throw Error(ErrorKind::kRuntime, "Array has been deleted");
   const pjrt::Api& api = state_->api();
-  auto inc = CUXLA_PJRT_ARGS(PJRT_Buffer_IncreaseExternalReferenceCount_Args);
-  inc.buffer = buffer_.get();
-  CUXLA_PJRT_CALL(api, PJRT_Buffer_IncreaseExternalReferenceCount, &inc);
-  auto ptr = CUXLA_PJRT_ARGS(PJRT_Buffer_OpaqueDeviceMemoryDataPointer_Args);
-  ptr.buffer = buffer_.get();
+  CUXLA_PJRT_QUERY(api, PJRT_Buffer_IncreaseExternalReferenceCount, buffer, buffer_.get());
   try {
-    CUXLA_PJRT_CALL(api, PJRT_Buffer_OpaqueDeviceMemoryDataPointer, &ptr);
+    data_ = CUXLA_PJRT_QUERY(api, PJRT_Buffer_OpaqueDeviceMemoryDataPointer, buffer, buffer_.get()).device_memory_ptr;
   } catch (...) {
     try {
       DecreaseExternalReferenceCount(api, buffer_.get());
@@ -211,7 +168,6 @@ Array::ExternalReference::ExternalReference(const Array& array)
     }
     throw;
   }
-  data_ = ptr.device_memory_ptr;
 }
 
 Array::ExternalReference::~ExternalReference() {
@@ -241,7 +197,7 @@ void Array::CopyToHost(void* dst, size_t dst_size) const {
                                        " bytes, the array needs " + std::to_string(nbytes()));
   // Plugins read views back in their raw order whatever their layout: make
   // a row-major copy on the device first.
-  if (!is_row_major()) return cuxla::RowMajor(*this).CopyToHost(dst, dst_size);
+  if (!is_row_major()) return state_->programs->RowMajor(*this).CopyToHost(dst, dst_size);
   if (pending_writes_ != nullptr) pending_writes_->Wait();  // PJRT's copy does not wait for them
   const pjrt::Api& api = state_->api();
   auto args = CUXLA_PJRT_ARGS(PJRT_Buffer_ToHostBuffer_Args);
@@ -255,18 +211,11 @@ void Array::CopyToHost(void* dst, size_t dst_size) const {
 void Array::BlockUntilReady() const {
   if (pending_writes_ != nullptr) pending_writes_->Wait();
   const pjrt::Api& api = state_->api();
-  auto args = CUXLA_PJRT_ARGS(PJRT_Buffer_ReadyEvent_Args);
-  args.buffer = buffer();
-  CUXLA_PJRT_CALL(api, PJRT_Buffer_ReadyEvent, &args);
-  pjrt::Await(api, args.event, "PJRT_Buffer_ReadyEvent");
+  pjrt::Await(api, CUXLA_PJRT_QUERY(api, PJRT_Buffer_ReadyEvent, buffer, buffer()).event, "PJRT_Buffer_ReadyEvent");
 }
 
 uintptr_t Array::UnsafeBufferPointer() const {
-  const pjrt::Api& api = state_->api();
-  auto args = CUXLA_PJRT_ARGS(PJRT_Buffer_UnsafePointer_Args);
-  args.buffer = buffer();
-  CUXLA_PJRT_CALL(api, PJRT_Buffer_UnsafePointer, &args);
-  return args.buffer_pointer;
+  return CUXLA_PJRT_QUERY(state_->api(), PJRT_Buffer_UnsafePointer, buffer, buffer()).buffer_pointer;
 }
 
 }  // namespace cuxla

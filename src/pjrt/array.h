@@ -4,29 +4,23 @@
 
 #include <cstdint>
 #include <memory>
-#include <span>
 #include <string>
 #include <vector>
 
 #include "cuda/driver.h"
 #include "pjrt/api.h"
-#include "pjrt/client.h"
+#include "pjrt/client_state.h"
 #include "pjrt/dtype.h"
 
 namespace cuxla {
 
-// "(2, 3)", "(5,)", "()": a shape or strides as Python spells a tuple, for messages.
-std::string TupleText(std::span<const int64_t> values);
-
-// "0x7f3a5c000010": a memory address as Python's hex() spells it, for messages.
-std::string AddressText(const void* address);
-
-// Whether the permutation `minor_to_major` is the row-major layout (n-1, ..., 0).
-bool IsRowMajor(std::span<const int64_t> minor_to_major) noexcept;
-
-// Element strides of a compact tensor of `dims` laid out `minor_to_major`.
-std::vector<int64_t> CompactStrides(std::span<const int64_t> dims,
-                                    std::span<const int64_t> minor_to_major);
+// Host data to copy to a device: a pointer valid for the duration of the copy.
+struct HostBuffer {
+  const void* data = nullptr;
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> dims;
+  std::vector<int64_t> byte_strides;  // empty: C-contiguous
+};
 
 // Memory owned elsewhere, to wrap as an Array without copying.
 struct DeviceView {

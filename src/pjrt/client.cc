@@ -7,137 +7,22 @@
 #include <thread>
 
 #include "cuda/driver.h"
-#include "pjrt/array.h"
-#include "pjrt/executable.h"
+#include "pjrt/programs/internal_programs.h"
 
 namespace cuxla {
 namespace {
 
-constexpr std::string_view kAllocators[] = {"default", "platform", "bfc", "cuda_async"};
-
-[[noreturn]] void BadOption(const std::string& message) {
-  throw Error(ErrorKind::kValue, message);
-}
-
-std::optional<std::string> Env(const char* name) {
-  const char* value = std::getenv(name);
-  if (value == nullptr || *value == '\0') return std::nullopt;
-  return std::string(value);
-}
-
-bool ParseBool(const char* variable, const std::string& text) {
-  std::string lower = text;
-  std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
-  if (lower == "1" || lower == "true" || lower == "yes" || lower == "on") return true;
-  if (lower == "0" || lower == "false" || lower == "no" || lower == "off") return false;
-  BadOption(std::string(variable) + "='" + text + "' is not a boolean (use 1/0, true/false)");
-}
-
-int64_t ParseCount(const char* variable, const std::string& text) {
-  char* end = nullptr;
-  const long long value = std::strtoll(text.c_str(), &end, 10);
-  if (end == text.c_str() || *end != '\0')
-    BadOption(std::string(variable) + "='" + text + "' is not an integer");
-  return value;
-}
-
-double ParseFraction(const char* variable, const std::string& text) {
-  char* end = nullptr;
-  double value = std::strtod(text.c_str(), &end);
-  if (end == text.c_str() || *end != '\0')
-    BadOption(std::string(variable) + "='" + text + "' is not a number");
-  return value;
-}
-
-void Validate(const std::string& platform, const ClientOptions& options) {
-  const bool memory = options.preallocate || options.memory_fraction || options.allocator ||
-                      !options.visible_devices.empty();
-  if (memory && platform != "cuda")
-    BadOption("preallocate, memory_fraction, allocator and visible_devices apply to the cuda "
-              "platform only, not '" + platform + "'");
-  if (options.device_count && platform != "cpu")
-    BadOption("device_count applies to the cpu platform only, not '" + platform + "'");
-  if (options.device_count && *options.device_count < 1)
-    BadOption("device_count must be at least 1, got " + std::to_string(*options.device_count));
-  if (options.num_nodes < 1 || options.node_id < 0 || options.node_id >= options.num_nodes)
-    BadOption("node_id must be in [0, num_nodes): got node_id " + std::to_string(options.node_id) +
-              ", num_nodes " + std::to_string(options.num_nodes));
-  if (options.num_nodes > 1 && platform != "cuda")
-    BadOption("clients of several processes (num_nodes > 1) are cuda clients, not '" + platform + "'");
-  if (options.num_nodes > 1 && options.kv_store == nullptr)
-    BadOption("a client of " + std::to_string(options.num_nodes) + " processes needs a kv_store to find them");
-  if (options.memory_fraction &&
-      !(*options.memory_fraction > 0.0 && *options.memory_fraction <= 1.0))
-    BadOption("memory_fraction must be in (0, 1], got " + std::to_string(*options.memory_fraction));
-  if (options.allocator &&
-      std::find(std::begin(kAllocators), std::end(kAllocators), *options.allocator) ==
-          std::end(kAllocators))
-    BadOption("allocator must be one of default, platform, bfc, cuda_async; got '" +
-              *options.allocator + "'");
-}
-
-// PJRT named values of `platform`'s plugin pointing into `options`, which
-// must outlive them.
-std::vector<PJRT_NamedValue> NamedValues(const std::string& platform, const ClientOptions& options) {
-  std::vector<PJRT_NamedValue> values;
-  auto add = [&](std::string_view name, PJRT_NamedValue_Type type) -> PJRT_NamedValue& {
-    PJRT_NamedValue& value = values.emplace_back(CUXLA_PJRT_ARGS(PJRT_NamedValue));
-    value.name = name.data();
-    value.name_size = name.size();
-    value.type = type;
-    value.value_size = 1;
-    return value;
-  };
-  if (platform == "cpu") {
-    if (options.device_count)
-      add("cpu_device_count", PJRT_NamedValue_kInt64).int64_value = *options.device_count;
-    return values;
-  }
-  if (platform != "cuda") return values;
-  add("preallocate", PJRT_NamedValue_kBool).bool_value = options.preallocate.value_or(false);
-  if (options.memory_fraction)
-    add("memory_fraction", PJRT_NamedValue_kFloat).float_value =
-        static_cast<float>(*options.memory_fraction);
-  if (options.allocator) {
-    PJRT_NamedValue& value = add("allocator", PJRT_NamedValue_kString);
-    value.string_value = options.allocator->c_str();
-    value.value_size = options.allocator->size();
-  }
-  if (!options.visible_devices.empty()) {
-    PJRT_NamedValue& value = add("visible_devices", PJRT_NamedValue_kInt64List);
-    value.int64_array_value = options.visible_devices.data();
-    value.value_size = options.visible_devices.size();
-  }
-  if (options.num_nodes > 1) {
-    add("node_id", PJRT_NamedValue_kInt64).int64_value = options.node_id;
-    add("num_nodes", PJRT_NamedValue_kInt64).int64_value = options.num_nodes;
-  }
-  return values;
-}
-
-std::string DescriptionString(const pjrt::Api& api, PJRT_DeviceDescription* description) {
-  auto args = CUXLA_PJRT_ARGS(PJRT_DeviceDescription_Kind_Args);
-  args.device_description = description;
-  CUXLA_PJRT_CALL(api, PJRT_DeviceDescription_Kind, &args);
-  return std::string(args.device_kind, args.device_kind_size);
-}
-
-Device DescribeDevice(const pjrt::Api& api, PJRT_Device* handle, const std::string& platform) {
+Device DescribeDevice(const pjrt::Api& api, PJRT_Device* handle, const ClientState& state) {
   Device device;
   device.handle = handle;
-  device.platform = platform;
-  auto desc_args = CUXLA_PJRT_ARGS(PJRT_Device_GetDescription_Args);
-  desc_args.device = handle;
-  CUXLA_PJRT_CALL(api, PJRT_Device_GetDescription, &desc_args);
-  auto id_args = CUXLA_PJRT_ARGS(PJRT_DeviceDescription_Id_Args);
-  id_args.device_description = desc_args.device_description;
-  CUXLA_PJRT_CALL(api, PJRT_DeviceDescription_Id, &id_args);
-  device.id = id_args.id;
-  device.kind = DescriptionString(api, desc_args.device_description);
-  auto hw_args = CUXLA_PJRT_ARGS(PJRT_Device_LocalHardwareId_Args);
-  hw_args.device = handle;
-  CUXLA_PJRT_CALL(api, PJRT_Device_LocalHardwareId, &hw_args);
-  device.local_hardware_id = hw_args.local_hardware_id;
+  device.platform = state.platform;
+  device.platform_name = state.platform_name;
+  PJRT_DeviceDescription* description =
+      CUXLA_PJRT_QUERY(api, PJRT_Device_GetDescription, device, handle).device_description;
+  device.id = CUXLA_PJRT_QUERY(api, PJRT_DeviceDescription_Id, device_description, description).id;
+  const auto kind = CUXLA_PJRT_QUERY(api, PJRT_DeviceDescription_Kind, device_description, description);
+  device.kind.assign(kind.device_kind, kind.device_kind_size);
+  device.local_hardware_id = CUXLA_PJRT_QUERY(api, PJRT_Device_LocalHardwareId, device, handle).local_hardware_id;
   return device;
 }
 
@@ -153,10 +38,10 @@ Device DescribeDevice(const pjrt::Api& api, PJRT_Device* handle, const std::stri
 // unsets it.
 class CpuThreadsForPartitions {
  public:
-  CpuThreadsForPartitions(const std::string& platform, const ClientOptions& options) {
+  CpuThreadsForPartitions(Platform platform, const ClientOptions& options) {
     constexpr int64_t kPluginDefaultDevices = 4;
     const int64_t devices = options.device_count.value_or(kPluginDefaultDevices);
-    if (platform != "cpu" || devices <= 1) return;
+    if (platform != Platform::kCpu || devices <= 1) return;
     lock_ = std::unique_lock(Mutex());
     if (std::getenv(kVariable) != nullptr) return;
     const auto threads = std::max<int64_t>(std::thread::hardware_concurrency(), 2 * devices);
@@ -180,100 +65,23 @@ class CpuThreadsForPartitions {
 
 }  // namespace
 
-ClientOptions ClientOptions::WithEnvironment(std::string_view platform) const {
-  ClientOptions merged = *this;
-  if (platform == "cpu") {
-    if (!merged.device_count)
-      if (auto text = Env("CUXLA_CPU_DEVICE_COUNT")) merged.device_count = ParseCount("CUXLA_CPU_DEVICE_COUNT", *text);
-    return merged;
-  }
-  if (platform != "cuda") return merged;
-  if (!merged.preallocate)
-    if (auto text = Env("CUXLA_PREALLOCATE")) merged.preallocate = ParseBool("CUXLA_PREALLOCATE", *text);
-  if (!merged.memory_fraction)
-    if (auto text = Env("CUXLA_MEM_FRACTION"))
-      merged.memory_fraction = ParseFraction("CUXLA_MEM_FRACTION", *text);
-  if (!merged.allocator)
-    if (auto text = Env("CUXLA_ALLOCATOR")) merged.allocator = *text;
-  return merged;
-}
-
-const Device& ClientState::DeviceOf(PJRT_Device* handle) const {
-  for (const Device& device : devices)
-    if (device.handle == handle) return device;
-  throw Error(ErrorKind::kValue, "the device does not belong to this " + platform + " client");
-}
-
-ClientOptions Client::ResolveOptions(const std::string& platform, const ClientOptions& options) {
-  ClientOptions resolved = options.WithEnvironment(platform);
-  // Never preallocate unless asked: PyTorch shares the card (README, "CUDA memory").
-  if (platform == "cuda") resolved.preallocate = resolved.preallocate.value_or(false);
-  Validate(platform, resolved);
-  return resolved;
-}
-
-const Device& ClientState::DeviceWithHardwareId(int id) const {
-  for (const Device& device : devices)
-    if (device.local_hardware_id == id) return device;
-  throw Error(ErrorKind::kValue, "the " + platform + " client has no device with local_hardware_id " +
-                                     std::to_string(id));
-}
-
-intptr_t ClientState::ExternalReadyStream(const Device& device) const {
-  const PJRT_Stream_Extension* streams = plugin->stream_extension();
-  if (streams == nullptr)
-    throw Error(ErrorKind::kRuntime, "PJRT plugin " + plugin->path() + " has no stream extension");
-  auto args = CUXLA_PJRT_ARGS(PJRT_Get_Stream_For_External_Ready_Events_Args);
-  args.device = device.handle;
-  api().Check(streams->get_stream(&args), "PJRT_Get_Stream_For_External_Ready_Events");
-  return args.stream;
-}
-
-ClientState::ProducerOrder ClientState::OrderAfter(const Device& device, intptr_t producer,
-                                                  bool only_programs_read) const {
-  const int ordinal = device.local_hardware_id;
-  if (const intptr_t compute = compute_stream(device).stream; compute != 0) {
-    if (only_programs_read) {
-      cuda::StreamWaitStream(ordinal, compute, producer);
-      return {};
-    }
-    return {0, std::make_shared<const cuda::StreamMarker>(ordinal, producer, compute)};
-  }
-  // PJRT's bookkeeping of a ready stream costs far more than asking
-  // (docs/gpu-results.md): spared when the producer has nothing pending. (An
-  // event and a wait on the compute stream above cost what asking would.)
-  if (cuda::StreamIdle(ordinal, producer)) return {};
-  const intptr_t ready = ExternalReadyStream(device);
-  cuda::StreamWaitStream(ordinal, ready, producer);
-  return {ready, nullptr};
-}
-
-std::shared_ptr<const Executable> ClientState::InternalProgram(std::string_view program,
-                                                               const Device& device) const {
-  const Device* devices[] = {&device};
-  return internal_programs_.Get(program, devices, [&] {
-    // Non-owning: a shared_ptr with no control block, pointing at this state.
-    std::shared_ptr<const ClientState> self(std::shared_ptr<const ClientState>(), this);
-    return Executable::Compile(std::move(self), program, device);
-  });
-}
-
 std::shared_ptr<Client> Client::Create(std::shared_ptr<const pjrt::Plugin> plugin,
                                        const std::string& platform,
                                        const ClientOptions& options) {
-  return CreateResolved(std::move(plugin), platform, ResolveOptions(platform, options));
+  return CreateResolved(std::move(plugin), platform, pjrt::ResolveOptions(platform, options));
 }
 
 std::shared_ptr<Client> Client::Create(const std::string& plugin_path, const std::string& platform,
                                        const ClientOptions& options) {
-  ClientOptions resolved = ResolveOptions(platform, options);
+  ClientOptions resolved = pjrt::ResolveOptions(platform, options);
   return CreateResolved(pjrt::Plugin::Load(plugin_path), platform, std::move(resolved));
 }
 
 std::shared_ptr<Client> Client::CreateResolved(std::shared_ptr<const pjrt::Plugin> plugin,
                                                const std::string& platform,
                                                ClientOptions resolved) {
-  const std::vector<PJRT_NamedValue> named = NamedValues(platform, resolved);
+  const Platform kind = PlatformOf(platform);
+  const std::vector<PJRT_NamedValue> named = pjrt::CreateOptions(kind, resolved);
 
   const pjrt::Api& api = plugin->api();
   auto args = CUXLA_PJRT_ARGS(PJRT_Client_Create_Args);
@@ -281,13 +89,13 @@ std::shared_ptr<Client> Client::CreateResolved(std::shared_ptr<const pjrt::Plugi
   args.num_options = named.size();
   if (resolved.kv_store != nullptr) pjrt::SetKeyValueCallbacks(args, *resolved.kv_store);
   {
-    const CpuThreadsForPartitions threads(platform, resolved);
+    const CpuThreadsForPartitions threads(kind, resolved);
     try {
       CUXLA_PJRT_CALL(api, PJRT_Client_Create, &args);
     } catch (const Error& e) {
       // The CUDA plugin's words for "no GPU" differ between versions; the driver's device count does not.
       const cuda::DriverStatus& driver = cuda::Driver();
-      if (platform != "cuda" || driver.device_count > 0) throw;
+      if (kind != Platform::kCuda || driver.device_count > 0) throw;
       throw Error(ErrorKind::kNoDevice, "no CUDA device here (" +
                                             (driver.available ? std::string("the driver sees none") : driver.why_not) +
                                             "): " + e.what());
@@ -298,50 +106,42 @@ std::shared_ptr<Client> Client::CreateResolved(std::shared_ptr<const pjrt::Plugi
   state->plugin = std::move(plugin);
   state->kv_store = resolved.kv_store;
   state->client = pjrt::ClientPtr(args.client, pjrt::ClientDestroy{&state->api()});
+  state->programs = pjrt::MakeInternalPrograms(*state);
 
-  auto name_args = CUXLA_PJRT_ARGS(PJRT_Client_PlatformName_Args);
-  name_args.client = args.client;
-  CUXLA_PJRT_CALL(api, PJRT_Client_PlatformName, &name_args);
-  state->platform.assign(name_args.platform_name, name_args.platform_name_size);
-  if (state->platform != platform)
-    BadOption("PJRT plugin " + api.plugin_path() + " makes '" + state->platform +
-              "' clients, not '" + platform + "'");
+  const auto name_args = CUXLA_PJRT_QUERY(api, PJRT_Client_PlatformName, client, args.client);
+  state->platform_name.assign(name_args.platform_name, name_args.platform_name_size);
+  if (state->platform_name != platform)
+    throw Error(ErrorKind::kValue, "PJRT plugin " + api.plugin_path() + " makes '" + state->platform_name +
+                                       "' clients, not '" + platform + "'");
+  state->platform = kind;
 
-  auto dev_args = CUXLA_PJRT_ARGS(PJRT_Client_AddressableDevices_Args);
-  dev_args.client = args.client;
-  CUXLA_PJRT_CALL(api, PJRT_Client_AddressableDevices, &dev_args);
+  const auto dev_args = CUXLA_PJRT_QUERY(api, PJRT_Client_AddressableDevices, client, args.client);
   for (size_t i = 0; i < dev_args.num_addressable_devices; ++i)
-    state->devices.push_back(DescribeDevice(api, dev_args.addressable_devices[i], state->platform));
+    state->devices.push_back(DescribeDevice(api, dev_args.addressable_devices[i], *state));
   if (state->devices.empty())
     throw Error(ErrorKind::kNoDevice, "the " + platform + " client has no addressable device");
-  auto all_args = CUXLA_PJRT_ARGS(PJRT_Client_Devices_Args);
-  all_args.client = args.client;
-  CUXLA_PJRT_CALL(api, PJRT_Client_Devices, &all_args);
-  state->global_device_count = all_args.num_devices;
+  state->global_device_count = CUXLA_PJRT_QUERY(api, PJRT_Client_Devices, client, args.client).num_devices;
   return std::make_shared<Client>(std::move(state), std::move(resolved));
 }
 
 std::string Client::platform_version() const {
-  auto args = CUXLA_PJRT_ARGS(PJRT_Client_PlatformVersion_Args);
-  args.client = state_->client.get();
-  CUXLA_PJRT_CALL(state_->api(), PJRT_Client_PlatformVersion, &args);
+  const auto args = CUXLA_PJRT_QUERY(state_->api(), PJRT_Client_PlatformVersion, client, state_->client.get());
   return std::string(args.platform_version, args.platform_version_size);
 }
 
 const Device& Client::device(int id) const {
   for (const Device& device : state_->devices)
     if (device.id == id) return device;
-  throw Error(ErrorKind::kValue, "no " + platform() + " device with id " + std::to_string(id) +
+  throw Error(ErrorKind::kValue, "no " + platform_name() + " device with id " + std::to_string(id) +
                                      " (this client has " + std::to_string(devices().size()) + ")");
 }
 
 std::optional<MemoryStats> Client::memory_stats(const Device& device) const {
   const pjrt::Api& api = state_->api();
   if (!api.Has(&PJRT_Api::PJRT_Device_MemoryStats)) return std::nullopt;
-  auto args = CUXLA_PJRT_ARGS(PJRT_Device_MemoryStats_Args);
-  args.device = device.handle;
+  PJRT_Device_MemoryStats_Args args{};
   try {
-    CUXLA_PJRT_CALL(api, PJRT_Device_MemoryStats, &args);
+    args = CUXLA_PJRT_QUERY(api, PJRT_Device_MemoryStats, device, device.handle);
   } catch (const Error&) {
     return std::nullopt;  // UNIMPLEMENTED on platforms without an allocator to report
   }

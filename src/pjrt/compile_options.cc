@@ -1,43 +1,22 @@
 #include "pjrt/compile_options.h"
 
+#include "pjrt/proto_wire.h"
+
 namespace cuxla::pjrt {
 namespace {
 
 // Field numbers from xla/pjrt/proto/compile_options.proto and xla/xla_data.proto.
-constexpr int kCompileOptionsExecutableBuildOptions = 3;
-constexpr int kBuildOptionsDeviceOrdinal = 1;
-constexpr int kBuildOptionsNumReplicas = 4;
-constexpr int kBuildOptionsNumPartitions = 5;
-constexpr int kBuildOptionsUseSpmdPartitioning = 6;
-constexpr int kBuildOptionsDeviceAssignment = 9;
-constexpr int kBuildOptionsUseShardyPartitioner = 19;
-constexpr int kDeviceAssignmentReplicaCount = 1;
-constexpr int kDeviceAssignmentComputationCount = 2;
-constexpr int kDeviceAssignmentComputationDevices = 3;
-constexpr int kComputationDeviceReplicaDeviceIds = 1;
-
-constexpr int kVarint = 0;
-constexpr int kLengthDelimited = 2;
-
-void PutVarint(std::string& out, uint64_t value) {
-  while (value >= 0x80) {
-    out.push_back(static_cast<char>((value & 0x7f) | 0x80));
-    value >>= 7;
-  }
-  out.push_back(static_cast<char>(value));
-}
-
-// int32/int64 fields: negative values are written as their 64-bit two's complement.
-void PutInt(std::string& out, int field, int64_t value) {
-  PutVarint(out, (static_cast<uint64_t>(field) << 3) | kVarint);
-  PutVarint(out, static_cast<uint64_t>(value));
-}
-
-void PutMessage(std::string& out, int field, const std::string& message) {
-  PutVarint(out, (static_cast<uint64_t>(field) << 3) | kLengthDelimited);
-  PutVarint(out, message.size());
-  out += message;
-}
+constexpr uint32_t kCompileOptionsExecutableBuildOptions = 3;
+constexpr uint32_t kBuildOptionsDeviceOrdinal = 1;
+constexpr uint32_t kBuildOptionsNumReplicas = 4;
+constexpr uint32_t kBuildOptionsNumPartitions = 5;
+constexpr uint32_t kBuildOptionsUseSpmdPartitioning = 6;
+constexpr uint32_t kBuildOptionsDeviceAssignment = 9;
+constexpr uint32_t kBuildOptionsUseShardyPartitioner = 19;
+constexpr uint32_t kDeviceAssignmentReplicaCount = 1;
+constexpr uint32_t kDeviceAssignmentComputationCount = 2;
+constexpr uint32_t kDeviceAssignmentComputationDevices = 3;
+constexpr uint32_t kComputationDeviceReplicaDeviceIds = 1;
 
 }  // namespace
 

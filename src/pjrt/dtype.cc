@@ -53,15 +53,18 @@ const DTypeInfo& Info(DType dtype) { return kDTypes[static_cast<size_t>(dtype)];
 }  // namespace
 
 std::string_view DTypeName(DType dtype) noexcept { return Info(dtype).name; }
-std::string_view MlirTypeName(DType dtype) noexcept { return Info(dtype).mlir; }
 size_t DTypeSize(DType dtype) noexcept { return Info(dtype).size; }
-PJRT_Buffer_Type ToPjrt(DType dtype) noexcept { return Info(dtype).pjrt; }
 
 std::optional<DType> DTypeFromName(std::string_view name) noexcept {
   for (const DTypeInfo& info : kDTypes)
     if (info.name == name) return info.dtype;
   return std::nullopt;
 }
+
+namespace pjrt {
+
+std::string_view MlirTypeName(DType dtype) noexcept { return Info(dtype).mlir; }
+PJRT_Buffer_Type ToPjrt(DType dtype) noexcept { return Info(dtype).pjrt; }
 
 std::optional<DType> FromPjrt(PJRT_Buffer_Type type) noexcept {
   for (const DTypeInfo& info : kDTypes)
@@ -75,4 +78,5 @@ std::optional<DType> FromXlaPrimitiveType(int type) noexcept {
   return std::nullopt;
 }
 
+}  // namespace pjrt
 }  // namespace cuxla

@@ -24,11 +24,15 @@ enum class DType {
 std::string_view DTypeName(DType dtype) noexcept;
 std::optional<DType> DTypeFromName(std::string_view name) noexcept;
 size_t DTypeSize(DType dtype) noexcept;  // bytes per element
-std::string_view MlirTypeName(DType dtype) noexcept;  // "f32", "complex<f64>", "f8E4M3FN"...
 
+namespace pjrt {
+
+std::string_view MlirTypeName(DType dtype) noexcept;  // "f32", "complex<f64>", "f8E4M3FN"...
 PJRT_Buffer_Type ToPjrt(DType dtype) noexcept;
 std::optional<DType> FromPjrt(PJRT_Buffer_Type type) noexcept;
 // From xla.PrimitiveType (xla_data.proto), as HLO protos spell types.
 std::optional<DType> FromXlaPrimitiveType(int type) noexcept;
+
+}  // namespace pjrt
 
 }  // namespace cuxla

@@ -5,10 +5,12 @@
 #include <string>
 
 #include "pjrt/compile_options.h"
-#include "pjrt/strided_copy.h"
+#include "pjrt/text.h"
 
 namespace cuxla {
 namespace {
+
+using pjrt::TupleText;
 
 // The optimized program's entry shape (PJRT offers no other way to learn the
 // parameters).
@@ -82,20 +84,12 @@ Executable::Executable(std::shared_ptr<const ClientState> state, pjrt::LoadedExe
                        std::vector<const Device*> devices)
     : state_(std::move(state)), loaded_(std::move(loaded)), devices_(std::move(devices)) {
   const pjrt::Api& api = state_->api();
-  auto get_args = CUXLA_PJRT_ARGS(PJRT_LoadedExecutable_GetExecutable_Args);
-  get_args.loaded_executable = loaded_.get();
-  CUXLA_PJRT_CALL(api, PJRT_LoadedExecutable_GetExecutable, &get_args);
-  pjrt::ExecutablePtr executable(get_args.executable, pjrt::ExecutableDestroy{&api});
-
-  auto name_args = CUXLA_PJRT_ARGS(PJRT_Executable_Name_Args);
-  name_args.executable = executable.get();
-  CUXLA_PJRT_CALL(api, PJRT_Executable_Name, &name_args);
+  pjrt::ExecutablePtr executable(
+      CUXLA_PJRT_QUERY(api, PJRT_LoadedExecutable_GetExecutable, loaded_executable, loaded_.get()).executable,
+      pjrt::ExecutableDestroy{&api});
+  const auto name_args = CUXLA_PJRT_QUERY(api, PJRT_Executable_Name, executable, executable.get());
   name_.assign(name_args.executable_name, name_args.executable_name_size);
-
-  auto out_args = CUXLA_PJRT_ARGS(PJRT_Executable_NumOutputs_Args);
-  out_args.executable = executable.get();
-  CUXLA_PJRT_CALL(api, PJRT_Executable_NumOutputs, &out_args);
-  num_outputs_ = out_args.num_outputs;
+  num_outputs_ = CUXLA_PJRT_QUERY(api, PJRT_Executable_NumOutputs, executable, executable.get()).num_outputs;
   shape_ = OptimizedProgramShape(api, executable.get(), devices_.size());
   // Outputs are described from the results when these are complete.
   const bool described = shape_.results.size() == num_outputs_ &&
@@ -111,7 +105,7 @@ Executable::Call Executable::PreparePartitions(std::span<const std::vector<const
   const std::vector<pjrt::HloShape>& parameters = shape_.parameters;
   Call call;
   // Outputs belong to the arguments' client: the same as state_, which for an
-  // internal program (ClientState::InternalProgram) does not own the client.
+  // internal program (InternalPrograms::Compiled) does not own the client.
   call.owner = args.front().empty() ? state_ : args.front().front()->state();
   for (size_t p = 0; p < args.size(); ++p) {
     // Names for messages, spelled only when one is thrown.
@@ -159,7 +153,7 @@ std::vector<std::vector<Array>> Executable::RunPartitions(const Call& call) cons
       if (const auto* buffer = std::get_if<std::shared_ptr<PJRT_Buffer>>(&arg)) {
         buffers[p].push_back(buffer->get());
       } else {
-        row_major.push_back(RowMajor(std::get<Array>(arg)));
+        row_major.push_back(state_->programs->RowMajor(std::get<Array>(arg)));
         buffers[p].push_back(row_major.back().buffer());
       }
     }

@@ -3,16 +3,18 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
 #include "pjrt/api.h"
 #include "pjrt/array.h"
-#include "pjrt/client.h"
+#include "pjrt/client_state.h"
 #include "pjrt/program_shape.h"
 
 namespace cuxla {
@@ -83,4 +85,35 @@ class Executable {
   pjrt::ProgramShape shape_;
 };
 
+namespace pjrt {
+
+// Executables by devices and program text, compiled on first use; with a
+// capacity, emptied when full (executables in use live on through their
+// shared_ptrs).
+class ExecutableCache {
+ public:
+  explicit ExecutableCache(size_t capacity = 0) : capacity_(capacity) {}
+  template <class Compile>
+  std::shared_ptr<const Executable> Get(std::string_view program, std::span<const Device* const> devices,
+                                        Compile compile) {
+    std::string key;
+    for (const Device* device : devices) key += std::to_string(device->id) + ",";
+    key.push_back('\0');
+    key.append(program);
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = entries_.find(key);
+    if (it != entries_.end()) return it->second;
+    if (capacity_ != 0 && entries_.size() >= capacity_) entries_.clear();
+    auto executable = compile();
+    entries_.emplace(std::move(key), executable);
+    return executable;
+  }
+
+ private:
+  size_t capacity_;  // 0: unbounded
+  std::mutex mutex_;
+  std::unordered_map<std::string, std::shared_ptr<const Executable>> entries_;
+};
+
+}  // namespace pjrt
 }  // namespace cuxla

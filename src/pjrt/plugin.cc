@@ -9,9 +9,11 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 
+#include "pjrt/text.h"
 #include "pjrt/xla_logging.h"
 
 namespace cuxla::pjrt {
@@ -93,14 +95,8 @@ std::string ValueText(const PJRT_NamedValue& value) {
       return std::string(value.string_value, value.value_size);
     case PJRT_NamedValue_kInt64:
       return std::to_string(value.int64_value);
-    case PJRT_NamedValue_kInt64List: {
-      std::string text;
-      for (size_t i = 0; i < value.value_size; ++i) {
-        if (i) text += ',';
-        text += std::to_string(value.int64_array_value[i]);
-      }
-      return text;
-    }
+    case PJRT_NamedValue_kInt64List:
+      return ListText(std::span(value.int64_array_value, value.value_size));
     case PJRT_NamedValue_kFloat:
       return std::to_string(value.float_value);
     case PJRT_NamedValue_kBool:

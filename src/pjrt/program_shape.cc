@@ -3,7 +3,8 @@
 #include <algorithm>
 #include <string>
 
-#include "cuxla/error.h"
+#include "base/error.h"
+#include "pjrt/proto_wire.h"
 
 namespace cuxla::pjrt {
 namespace {
@@ -31,92 +32,24 @@ constexpr uint32_t kShapeLayout = 5;
 constexpr int kTupleType = 13;  // xla.PrimitiveType TUPLE
 constexpr uint32_t kLayoutMinorToMajor = 1;
 
-enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5 };
-
-[[noreturn]] void Malformed(const char* what) {
-  throw Error(ErrorKind::kRuntime, std::string("malformed HloModuleProto from the plugin: ") + what);
-}
-
-// A forward-only reader over one protobuf message.
-class Reader {
- public:
-  explicit Reader(std::string_view bytes) : rest_(bytes) {}
-  bool done() const { return rest_.empty(); }
-
-  uint64_t Varint() {
-    uint64_t value = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      if (rest_.empty()) Malformed("truncated varint");
-      auto byte = static_cast<uint8_t>(rest_.front());
-      rest_.remove_prefix(1);
-      value |= static_cast<uint64_t>(byte & 0x7f) << shift;
-      if ((byte & 0x80) == 0) return value;
-    }
-    Malformed("varint longer than 10 bytes");
-  }
-
-  std::string_view Bytes() {
-    uint64_t size = Varint();
-    if (size > rest_.size()) Malformed("field longer than its message");
-    std::string_view bytes = rest_.substr(0, size);
-    rest_.remove_prefix(size);
-    return bytes;
-  }
-
-  void Skip(uint32_t wire_type) {
-    switch (wire_type) {
-      case kVarint: Varint(); return;
-      case kLengthDelimited: Bytes(); return;
-      case kFixed64: Advance(8); return;
-      case kFixed32: Advance(4); return;
-      default: Malformed("unknown wire type");
-    }
-  }
-
-  // Appends a repeated int64 field's value(s), packed or not.
-  void Int64s(uint32_t wire_type, std::vector<int64_t>& out) {
-    if (wire_type == kVarint) {
-      out.push_back(static_cast<int64_t>(Varint()));
-      return;
-    }
-    if (wire_type != kLengthDelimited) Malformed("repeated int64 with a bad wire type");
-    Reader packed(Bytes());
-    while (!packed.done()) out.push_back(static_cast<int64_t>(packed.Varint()));
-  }
-
- private:
-  void Advance(size_t n) {
-    if (n > rest_.size()) Malformed("truncated fixed-size field");
-    rest_.remove_prefix(n);
-  }
-  std::string_view rest_;
-};
-
-template <class OnField>
-void ForEachField(std::string_view message, OnField on_field) {
-  Reader reader(message);
-  while (!reader.done()) {
-    uint64_t key = reader.Varint();
-    on_field(static_cast<uint32_t>(key >> 3), static_cast<uint32_t>(key & 7), reader);
-  }
-}
+constexpr std::string_view kSource = "HloModuleProto from the plugin";
 
 // One shape; a tuple's element shapes go to `tuple_elements` when given.
-HloShape ParseShape(std::string_view shape_proto, std::vector<HloShape>* tuple_elements = nullptr) {
+HloShape ParseShape(WireReader shape_proto, std::vector<HloShape>* tuple_elements = nullptr) {
   HloShape shape;
   bool tuple = false;
   std::vector<HloShape> elements;
-  ForEachField(shape_proto, [&](uint32_t field, uint32_t wire, Reader& r) {
+  shape_proto.ForEachField([&](uint32_t field, uint32_t wire, WireReader& r) {
     if (field == kShapeElementType && wire == kVarint) {
       const int type = static_cast<int>(r.Varint());
       tuple = type == kTupleType;
       shape.dtype = FromXlaPrimitiveType(type);
     } else if (field == kShapeTupleShapes && wire == kLengthDelimited) {
-      elements.push_back(ParseShape(r.Bytes()));
+      elements.push_back(ParseShape(r.Message()));
     } else if (field == kShapeDimensions) {
       r.Int64s(wire, shape.dims);
     } else if (field == kShapeLayout && wire == kLengthDelimited) {
-      ForEachField(r.Bytes(), [&](uint32_t lf, uint32_t lw, Reader& lr) {
+      r.Message().ForEachField([&](uint32_t lf, uint32_t lw, WireReader& lr) {
         if (lf == kLayoutMinorToMajor) lr.Int64s(lw, shape.minor_to_major);
         else lr.Skip(lw);
       });
@@ -139,15 +72,15 @@ struct OpSharding {
   std::vector<OpSharding> tuple;
 };
 
-OpSharding ParseOpSharding(std::string_view bytes) {
+OpSharding ParseOpSharding(WireReader op_sharding) {
   OpSharding op;
-  ForEachField(bytes, [&](uint32_t field, uint32_t wire, Reader& r) {
+  op_sharding.ForEachField([&](uint32_t field, uint32_t wire, WireReader& r) {
     const bool varint = wire == kVarint, message = wire == kLengthDelimited;
     switch (field) {
       case kShardingType: varint ? void(op.type = static_cast<int64_t>(r.Varint())) : r.Skip(wire); break;
       case kShardingTileAssignmentDimensions: r.Int64s(wire, op.tile_dims); break;
       case kShardingTileAssignmentDevices: r.Int64s(wire, op.devices); break;
-      case kShardingTupleShardings: message ? op.tuple.push_back(ParseOpSharding(r.Bytes())) : r.Skip(wire); break;
+      case kShardingTupleShardings: message ? op.tuple.push_back(ParseOpSharding(r.Message())) : r.Skip(wire); break;
       case kShardingReplicateOnLastTileDim:
         varint ? void(op.replicate_on_last_tile_dim = r.Varint() != 0) : r.Skip(wire);
         break;
@@ -174,10 +107,10 @@ std::vector<int64_t> TileDevices(const OpSharding& op) {
   std::vector<int64_t> perm = op.iota_perm;
   if (perm.empty())
     for (size_t k = 0; k < rank; ++k) perm.push_back(static_cast<int64_t>(k));
-  if (perm.size() != rank) Malformed("iota_transpose_perm of another rank than iota_reshape_dims");
+  if (perm.size() != rank) Malformed(kSource, "iota_transpose_perm of another rank than iota_reshape_dims");
   std::vector<int64_t> transposed(rank);  // the shape after the transpose
   for (size_t k = 0; k < rank; ++k) {
-    if (perm[k] < 0 || static_cast<size_t>(perm[k]) >= rank) Malformed("iota_transpose_perm out of range");
+    if (perm[k] < 0 || static_cast<size_t>(perm[k]) >= rank) Malformed(kSource, "iota_transpose_perm out of range");
     transposed[k] = op.iota_dims[static_cast<size_t>(perm[k])];
   }
   const int64_t count = Product(op.iota_dims);
@@ -226,7 +159,7 @@ ProgramShape EntryProgramShape(std::string_view format, std::string_view program
   std::string_view hlo_module_proto = program;
   if (format == "hlo_with_config") {
     hlo_module_proto = {};
-    ForEachField(program, [&](uint32_t field, uint32_t wire, Reader& r) {
+    WireReader(program, kSource).ForEachField([&](uint32_t field, uint32_t wire, WireReader& r) {
       if (field == kWithConfigModule && wire == kLengthDelimited) hlo_module_proto = r.Bytes();
       else r.Skip(wire);
     });
@@ -238,19 +171,19 @@ ProgramShape EntryProgramShape(std::string_view format, std::string_view program
   bool seen = false;
   std::vector<OpSharding> parameter_ops;
   std::optional<OpSharding> output_op;
-  ForEachField(hlo_module_proto, [&](uint32_t field, uint32_t wire, Reader& r) {
+  WireReader(hlo_module_proto, kSource).ForEachField([&](uint32_t field, uint32_t wire, WireReader& r) {
     if (field == kModuleSpmdParametersShardings && wire == kLengthDelimited)
-      return parameter_ops.push_back(ParseOpSharding(r.Bytes()));
-    if (field == kModuleSpmdOutputSharding && wire == kLengthDelimited) return output_op.emplace(ParseOpSharding(r.Bytes())), void();
+      return parameter_ops.push_back(ParseOpSharding(r.Message()));
+    if (field == kModuleSpmdOutputSharding && wire == kLengthDelimited) return output_op.emplace(ParseOpSharding(r.Message())), void();
     if (field != kModuleHostProgramShape || wire != kLengthDelimited) return r.Skip(wire);
     seen = true;
-    ForEachField(r.Bytes(), [&](uint32_t pf, uint32_t pw, Reader& pr) {
-      if (pf == kProgramShapeParameters && pw == kLengthDelimited) shape.parameters.push_back(ParseShape(pr.Bytes()));
-      else if (pf == kProgramShapeResult && pw == kLengthDelimited) ParseShape(pr.Bytes(), &shape.results);
+    r.Message().ForEachField([&](uint32_t pf, uint32_t pw, WireReader& pr) {
+      if (pf == kProgramShapeParameters && pw == kLengthDelimited) shape.parameters.push_back(ParseShape(pr.Message()));
+      else if (pf == kProgramShapeResult && pw == kLengthDelimited) ParseShape(pr.Message(), &shape.results);
       else pr.Skip(pw);
     });
   });
-  if (!seen) Malformed("no host_program_shape");
+  if (!seen) Malformed(kSource, "no host_program_shape");
   // Without SPMD shardings in the module (one partition, or none annotated),
   // every value is whole on each partition.
   for (size_t i = 0; i < shape.parameters.size(); ++i) {

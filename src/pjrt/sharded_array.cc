@@ -2,8 +2,12 @@
 
 #include <string>
 
+#include "pjrt/text.h"
+
 namespace cuxla {
 namespace {
+
+using pjrt::TupleText;
 
 [[noreturn]] void Bad(const std::string& message) { throw Error(ErrorKind::kValue, message); }
 

@@ -3,21 +3,16 @@
 #include <algorithm>
 #include <numeric>
 
-#include "pjrt/array.h"
+#include "base/error.h"
+#include "pjrt/text.h"
 
 namespace cuxla {
 namespace {
 
-[[noreturn]] void Bad(const std::string& message) { throw Error(ErrorKind::kValue, message); }
+using pjrt::ListText;
+using pjrt::TupleText;
 
-std::string ListText(std::span<const int64_t> values) {
-  std::string text;
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (i) text += ',';
-    text += std::to_string(values[i]);
-  }
-  return text;
-}
+[[noreturn]] void Bad(const std::string& message) { throw Error(ErrorKind::kValue, message); }
 
 // The mesh axis of each array dimension (nullopt: whole), checked.
 std::vector<std::optional<size_t>> SpecAxes(const Mesh& mesh, const PartitionSpec& spec, size_t rank) {
@@ -69,7 +64,7 @@ size_t Mesh::Axis(std::string_view name) const {
   return static_cast<size_t>(it - axis_names.begin());
 }
 
-std::vector<int64_t> Unravel(size_t flat, std::span<const int64_t> dims) {
+std::vector<int64_t> pjrt::Unravel(size_t flat, std::span<const int64_t> dims) {
   std::vector<int64_t> coordinate(dims.size());
   for (size_t k = dims.size(); k-- > 0;) {
     coordinate[k] = static_cast<int64_t>(flat % static_cast<size_t>(dims[k]));
@@ -89,7 +84,7 @@ Sharding Sharding::Of(const Mesh& mesh, const PartitionSpec& spec, size_t rank) 
   for (size_t d = 0; d < rank; ++d)
     if (axes[d]) sharding.tiles[d] = mesh.shape[*axes[d]];
   for (size_t p = 0; p < mesh.devices.size(); ++p) {
-    const std::vector<int64_t> coordinate = Unravel(p, mesh.shape);  // along each mesh axis
+    const std::vector<int64_t> coordinate = pjrt::Unravel(p, mesh.shape);  // along each mesh axis
     for (size_t d = 0; d < rank; ++d)
       if (axes[d]) sharding.tile_of_partition[p][d] = coordinate[*axes[d]];
   }

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "pjrt/client.h"
+#include "pjrt/device.h"
 
 namespace cuxla {
 
@@ -53,8 +53,12 @@ struct Sharding {
   bool operator==(const Sharding&) const = default;
 };
 
+namespace pjrt {
+
 // The row-major coordinates of element `flat` of a grid of `dims`.
 std::vector<int64_t> Unravel(size_t flat, std::span<const int64_t> dims);
+
+}  // namespace pjrt
 
 // The HLO sharding (the `mhlo.sharding` attribute of a StableHLO argument or
 // result) of `spec` over `mesh`, e.g. "{devices=[2,1]<=[2]}".

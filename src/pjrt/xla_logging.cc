@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "cuxla/error.h"
+#include "base/error.h"
 
 namespace cuxla::pjrt {
 namespace {

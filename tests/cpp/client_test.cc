@@ -19,7 +19,7 @@ using test::TestPlatform;
 using test::ThrownError;
 
 TEST(ClientTest, PlatformIsTheTestPlatform) {
-  EXPECT_EQ(TestClient()->platform(), TestPlatform());
+  EXPECT_EQ(TestClient()->platform_name(), TestPlatform());
 }
 
 TEST(ClientTest, PlatformVersionIsNotEmpty) {
@@ -55,7 +55,7 @@ TEST(ClientTest, MemoryOptionsAreRefusedOffCuda) {
   if (TestPlatform() == "cuda") GTEST_SKIP() << "memory options apply to cuda clients";
   ClientOptions options;
   options.preallocate = true;
-  auto plugin = pjrt::Plugin::Load(test::PluginPath());
+  auto plugin = Plugin::Load(test::PluginPath());
   auto error = ThrownError([&] { Client::Create(plugin, TestPlatform(), options); });
   ASSERT_TRUE(error);
   EXPECT_EQ(error->kind(), ErrorKind::kValue);
@@ -63,7 +63,7 @@ TEST(ClientTest, MemoryOptionsAreRefusedOffCuda) {
 }
 
 TEST(ClientTest, DeviceCountSetsTheCpuClientsDevicesAndIsRefusedElsewhere) {
-  auto plugin = pjrt::Plugin::Load(test::PluginPath());
+  auto plugin = Plugin::Load(test::PluginPath());
   ClientOptions options;
   options.device_count = 3;
   if (TestPlatform() != "cpu") {
@@ -170,7 +170,7 @@ class MemoryStore : public KeyValueStore {
 };
 
 TEST(ClientTest, KeyValueCallbacksReachTheStoreAndCarryItsErrors) {
-  auto plugin = pjrt::Plugin::Load(FAKE_PJRT_kv_PATH);
+  auto plugin = Plugin::Load(FAKE_PJRT_kv_PATH);
   auto store = std::make_shared<MemoryStore>();
   ClientOptions options;
   options.node_id = 1;
@@ -190,7 +190,7 @@ TEST(ClientTest, KeyValueCallbacksReachTheStoreAndCarryItsErrors) {
 }
 
 TEST(ClientTest, SeveralProcessesNeedAStoreAValidNodeIdAndCuda) {
-  auto plugin = pjrt::Plugin::Load(FAKE_PJRT_kv_PATH);
+  auto plugin = Plugin::Load(FAKE_PJRT_kv_PATH);
   ClientOptions options;
   options.num_nodes = 2;
   auto no_store = ThrownError([&] { Client::Create(plugin, "cuda", options); });

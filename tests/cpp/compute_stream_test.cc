@@ -1,10 +1,10 @@
 // The compute-stream probe: its FFI handler against hand-made call frames,
 // and the probe itself on the test platform.
-#include "pjrt/compute_stream.h"
+#include "pjrt/programs/compute_stream.h"
 
 #include "test_env.h"
 
-namespace cuxla {
+namespace cuxla::pjrt {
 namespace {
 
 using test::Contains;
@@ -77,4 +77,4 @@ TEST(ComputeStreamTest, EnvironmentTurnsTheProbeOff) {
 }
 
 }  // namespace
-}  // namespace cuxla
+}  // namespace cuxla::pjrt

@@ -15,15 +15,20 @@
 #include "interop/dtype.h"
 #include "interop/export.h"
 #include "interop/import.h"
-#include "interop/layout.h"
-#include "pjrt/strided_copy.h"
+#include "pjrt/layout.h"
+#include "pjrt/programs/strided_copy.h"
+#include "pjrt/text.h"
 #include "test_env.h"
 
 namespace cuxla {
 namespace {
 
 using interop::CopyPolicy;
-using interop::MinorToMajor;
+using pjrt::AddressText;
+using pjrt::CompactStrides;
+using pjrt::MinorToMajor;
+using pjrt::RowMajor;
+using pjrt::TupleText;
 using test::Contains;
 using test::Download;
 using test::TestClient;

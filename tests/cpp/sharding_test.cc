@@ -18,7 +18,7 @@ Mesh MeshOf(Ints shape, std::vector<std::string> names, std::vector<Device>& sto
   Mesh mesh{std::move(shape), std::move(names), {}};
   for (size_t i = 0; i < storage.size(); ++i) {
     storage[i].id = static_cast<int>(i);
-    storage[i].platform = "cpu";
+    storage[i].platform = Platform::kCpu;
     mesh.devices.push_back(&storage[i]);
   }
   return mesh;
@@ -80,7 +80,7 @@ TEST(ShardingTest, BadSpecsAndMeshesAreValueErrorsNamingTheProblem) {
 // one device per GPU).
 std::shared_ptr<Client> TwoDeviceClient() {
   static const auto* client = new std::shared_ptr<Client>(
-      Client::Create(pjrt::Plugin::Load(test::PluginPath()), "cpu", ClientOptions{.device_count = 2}));
+      Client::Create(Plugin::Load(test::PluginPath()), "cpu", ClientOptions{.device_count = 2}));
   return *client;
 }
 

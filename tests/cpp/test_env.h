@@ -36,7 +36,7 @@ inline std::vector<std::string> PackageDirs() {
 
 // The plugin file the library chooses for the test platform.
 inline const std::string& PluginPath() {
-  static const std::string path = pjrt::ChoosePlugin(TestPlatform(), "", PackageDirs()).path;
+  static const std::string path = ChoosePlugin(TestPlatform(), "", PackageDirs()).path;
   return path;
 }
 
@@ -46,7 +46,7 @@ inline const std::string& PluginPath() {
 // destroying its client and executables then can crash.
 inline std::shared_ptr<Client> TestClient() {
   static const auto* client =
-      new std::shared_ptr<Client>(Client::Create(pjrt::Plugin::Load(PluginPath()), TestPlatform(), {}));
+      new std::shared_ptr<Client>(Client::Create(Plugin::Load(PluginPath()), TestPlatform(), {}));
   return *client;
 }
 

@@ -15,11 +15,10 @@
 #include <vector>
 
 #include "cuxla/cuxla.h"
-#include "interop/import.h"
 
 namespace {
 
-using cuxla::interop::CopyPolicy;
+using cuxla::CopyPolicy;
 
 // The memory every tensor points into: a producer never describes memory it
 // does not have, so the harness keeps tensors that would reach outside it
@@ -74,8 +73,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   std::vector<std::string> dirs;
   std::stringstream paths(std::getenv("CUXLA_PACKAGE_DIRS") ? std::getenv("CUXLA_PACKAGE_DIRS") : "");
   for (std::string dir; std::getline(paths, dir, ':');) dirs.push_back(dir);
-  const auto choice = cuxla::pjrt::ChoosePlugin("cpu", "", dirs);
-  client = cuxla::Client::Create(cuxla::pjrt::Plugin::Load(choice.path), "cpu", {});
+  const auto choice = cuxla::ChoosePlugin("cpu", "", dirs);
+  client = cuxla::Client::Create(cuxla::Plugin::Load(choice.path), "cpu", {});
   for (size_t i = 0; i < kArena; ++i) arena[i] = static_cast<unsigned char>(i * 131);
   return 0;
 }
@@ -117,9 +116,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   try {
-    cuxla::interop::ImportOptions options;
+    cuxla::ImportOptions options;
     options.copy = copy;
-    cuxla::Array array = cuxla::interop::ImportDLPack(client->state(), &m, options);
+    cuxla::Array array = cuxla::ImportDLPack(client->state(), &m, options);
     if (array.size() > 0 && array.nbytes() < (1 << 20)) {
       std::vector<unsigned char> host(static_cast<size_t>(array.nbytes()));
       array.CopyToHost(host.data(), host.size());

@@ -1,5 +1,4 @@
-// cuxla/error.h — the one exception type every cuxla layer throws, tagged with
-// the Python exception it becomes at the binding boundary.
+// base/error.h — cuxla::Error: the one exception every floor throws, tagged with the Python exception it becomes.
 #pragma once
 
 #include <stdexcept>

@@ -1,5 +1,5 @@
-// pjrt/strided_copy.h — compact copies made on the device by a small XLA
-// program: of strided memory XLA cannot view (steps, broadcasts, negative
+// pjrt/programs/strided_copy.h — compact copies made on the device by a small
+// XLA program: of strided memory XLA cannot view (steps, broadcasts, negative
 // strides, misaligned starts), and of Arrays in a non-row-major layout.
 #pragma once
 
@@ -9,7 +9,7 @@
 
 #include "pjrt/array.h"
 
-namespace cuxla {
+namespace cuxla::pjrt {
 
 // Strided data on a device: element (i_0, ..., i_n) is at element offset
 // sum(i_k * strides[k]) from `data`.
@@ -37,4 +37,4 @@ Array CopyStrided(const std::shared_ptr<const ClientState>& state, const Device&
 // layout the view was made with.)
 Array RowMajor(const Array& array);
 
-}  // namespace cuxla
+}  // namespace cuxla::pjrt

@@ -1,11 +1,13 @@
-#include "pjrt/strided_copy.h"
+#include "pjrt/programs/strided_copy.h"
 
 #include <optional>
 #include <string>
 
 #include "pjrt/executable.h"
+#include "pjrt/layout.h"
+#include "pjrt/text.h"
 
-namespace cuxla {
+namespace cuxla::pjrt {
 namespace {
 
 std::string TensorType(std::span<const int64_t> dims, std::string_view element) {
@@ -84,7 +86,7 @@ Array CopyStrided(const std::shared_ptr<const ClientState>& state, const Device&
     throw;
   }
 
-  auto program = state->InternalProgram(
+  auto program = state->programs->Compiled(
       GatherProgram(MlirTypeName(tensor.dtype), span, tensor.dims, tensor.strides, lead - low), device);
   const Array* args[] = {&*source};
   return std::move(program->Execute(args).front());
@@ -97,7 +99,7 @@ Array RowMajor(const Array& array) {
   auto* reference = new Array::ExternalReference(array);
   const std::vector<int64_t> strides = CompactStrides(array.dims(), array.layout());
   StridedTensor tensor{reference->data(), array.dtype(), array.dims(), strides};
-  if (array.device().platform == "cuda") {
+  if (array.device().platform == Platform::kCuda) {
     // The second view is read only once the array is ready (a view may still
     // wait for its producer's writes): the stream the copy runs on waits for
     // it — the compute stream itself when known, else an external-ready
@@ -116,4 +118,4 @@ Array RowMajor(const Array& array) {
   return CopyStrided(array.state(), array.device(), tensor, release, reference);
 }
 
-}  // namespace cuxla
+}  // namespace cuxla::pjrt

@@ -1,15 +1,17 @@
-#include "pjrt/compute_stream.h"
+#include "pjrt/programs/compute_stream.h"
 
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <mutex>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "pjrt/array.h"
-#include "pjrt/client.h"
 #include "pjrt/executable.h"
 
-namespace cuxla {
+namespace cuxla::pjrt {
 namespace {
 
 constexpr std::string_view kTarget = "cuxla_record_compute_stream";
@@ -70,7 +72,7 @@ XLA_FFI_Error* RecordComputeStream(XLA_FFI_CallFrame* frame) {
 }
 
 ComputeStream ProbeComputeStream(const ClientState& state, const Device& device) {
-  if (state.platform != "cuda") return {0, "not a CUDA client"};
+  if (state.platform != Platform::kCuda) return {0, "not a CUDA client"};
   if (const char* off = std::getenv("CUXLA_COMPUTE_STREAM"); off != nullptr && std::string_view(off) == "0")
     return {0, "turned off by CUXLA_COMPUTE_STREAM=0"};
   std::lock_guard<std::mutex> lock(probe_mutex);
@@ -81,7 +83,7 @@ ComputeStream ProbeComputeStream(const ClientState& state, const Device& device)
   }
   try {
     recorded_stream.store(0);
-    std::vector<Array> done = state.InternalProgram(kProbe, device)->Execute({});
+    std::vector<Array> done = state.programs->Compiled(kProbe, device)->Execute({});
     done.front().BlockUntilReady();
   } catch (const Error& error) {
     return {0, std::string("the probe program failed: ") + error.what()};
@@ -91,11 +93,4 @@ ComputeStream ProbeComputeStream(const ClientState& state, const Device& device)
   return {stream, {}};
 }
 
-const ComputeStream& ComputeStreamCache::Get(const ClientState& state, const Device& device) const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (const auto& [known, stream] : known_)
-    if (known == &device) return stream;
-  return known_.emplace_back(&device, ProbeComputeStream(state, device)).second;
-}
-
-}  // namespace cuxla
+}  // namespace cuxla::pjrt

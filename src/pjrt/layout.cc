@@ -1,16 +1,35 @@
-#include "interop/layout.h"
+#include "pjrt/layout.h"
 
 #include <algorithm>
 #include <numeric>
 
-namespace cuxla::interop {
+namespace cuxla::pjrt {
+
+std::vector<int64_t> RowMajorLayout(size_t rank) {
+  std::vector<int64_t> layout(rank);
+  std::iota(layout.rbegin(), layout.rend(), int64_t{0});
+  return layout;
+}
+
+bool IsRowMajor(std::span<const int64_t> minor_to_major) noexcept {
+  return std::is_sorted(minor_to_major.rbegin(), minor_to_major.rend());
+}
+
+std::vector<int64_t> CompactStrides(std::span<const int64_t> dims,
+                                    std::span<const int64_t> minor_to_major) {
+  std::vector<int64_t> strides(dims.size());
+  int64_t next = 1;
+  for (int64_t d : minor_to_major) {
+    strides[d] = next;
+    next *= std::max<int64_t>(dims[d], 1);
+  }
+  return strides;
+}
 
 std::optional<std::vector<int64_t>> MinorToMajor(std::span<const int64_t> dims,
                                                  std::span<const int64_t> strides) {
-  const size_t rank = dims.size();
-  std::vector<int64_t> order(rank);
   // Row-major first, so that ties (size-1 dims) keep the default layout.
-  std::iota(order.rbegin(), order.rend(), int64_t{0});
+  std::vector<int64_t> order = RowMajorLayout(dims.size());
   if (strides.empty()) return order;
   // A tensor with no elements is laid out however its producer likes.
   if (std::find(dims.begin(), dims.end(), 0) != dims.end()) return order;
@@ -39,4 +58,4 @@ std::optional<std::vector<int64_t>> MinorToMajor(std::span<const int64_t> dims,
   return order;
 }
 
-}  // namespace cuxla::interop
+}  // namespace cuxla::pjrt
