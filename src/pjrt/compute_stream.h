@@ -24,8 +24,9 @@ struct ComputeStream {
 
 // The FFI handler of the probe program: answers XLA's metadata query, and
 // when run, stores the stream it runs on where ProbeComputeStream reads it.
-// Exposed for its unit test.
-XLA_FFI_Error* RecordComputeStream(XLA_FFI_CallFrame* frame);
+// A C callback: it throws nothing, failures are its XLA_FFI_Error. Exposed
+// for its unit test.
+XLA_FFI_Error* RecordComputeStream(XLA_FFI_CallFrame* frame) noexcept;
 
 // The compute stream of `device` (a CUDA device of `state`), found by
 // registering RecordComputeStream with the plugin's FFI extension (once per
