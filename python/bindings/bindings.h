@@ -44,23 +44,29 @@ nb::object NumpyDType(DType dtype);
 // A bad argument as an error message shows it: its type and repr ("str 'yes'").
 std::string Described(nb::handle value);
 
-// `value` as a T; else a TypeError in one sentence, "<what> must be <expected>,
-// not a <value described>" (nanobind's own would list the signature).
+// A TypeError in one sentence, "<what> must be <expected>, not a <value
+// described>" (nanobind's own would list the signature).
+[[noreturn]] void RaiseWrongType(const char* what, const char* expected, nb::handle value);
+
+// `value` as a T; else RaiseWrongType.
 template <class T>
 T ArgumentAs(nb::handle value, const char* what, const char* expected) {
   T out;
-  if (!nb::try_cast(value, out))
-    throw nb::type_error((std::string(what) + " must be " + expected + ", not a " + Described(value)).c_str());
+  if (!nb::try_cast(value, out)) RaiseWrongType(what, expected, value);
   return out;
 }
+
+// An int, and not a bool (which Python counts as one).
+inline bool IsInt(nb::handle value) { return PyLong_Check(value.ptr()) && !PyBool_Check(value.ptr()); }
 
 // Raises the Python error a failed C API call left set.
 [[noreturn]] inline void RaisePythonError() { throw nb::python_error(); }
 
 // What each binding source adds to the module, in the order module.cc calls them.
 void RegisterPlugin(nb::module_& m);      // plugin.cc: Plugin, plugin discovery, the CUDA driver
-void RegisterDevice(nb::module_& m);      // device.cc: Device
-void RegisterClient(nb::module_& m);      // client.cc: the client class
+void RegisterDevice(nb::module_& m);      // device.cc: Device, device= arguments
+void RegisterClient(nb::module_& m);      // client.cc: Client, client= arguments
+void RegisterDefaultClients(nb::module_& m);  // default_clients.cc: one client per platform
 nb::class_<Array> RegisterArray(nb::module_& m);  // array.cc: Array, host -> device copies
 void RegisterImports(nb::module_& m);     // imports.cc: from_dlpack
 void RegisterCapsules(nb::class_<Array>& array);  // capsules.cc: Array.__dlpack__, __dlpack_device__

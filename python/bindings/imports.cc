@@ -3,11 +3,13 @@
 // capsule, exchange-API and `__dlpack__` paths.
 #include "imports.h"
 
+#include <optional>
 #include <string>
-#include <utility>
-#include <vector>
 
 #include "capsules.h"
+#include "client.h"
+#include "default_clients.h"
+#include "device.h"
 #include "exchange_api.h"
 
 namespace cuxla::bindings {
@@ -20,17 +22,6 @@ interop::CopyPolicy Policy(std::optional<bool> copy) {
   return *copy ? interop::CopyPolicy::kAlways : interop::CopyPolicy::kNever;
 }
 
-// The default client of `platform` ("cuda", "cpu"), made by the Python layer
-// on first use and kept for the life of the process.
-const std::shared_ptr<const ClientState>& DefaultState(const std::string& platform) {
-  static auto* states = new std::vector<std::pair<std::string, std::shared_ptr<const ClientState>>>();
-  for (const auto& [name, state] : *states)
-    if (name == platform) return state;
-  nb::object client = nb::module_::import_("cuxla._client").attr("client_for_platform")(platform);
-  auto core = nb::cast<std::shared_ptr<Client>>(client.attr("_core"));
-  return states->emplace_back(platform, core->state()).second;
-}
-
 std::string PlatformOf(int device_type) {
   if (device_type == kDLCUDA) return "cuda";
   if (device_type == kDLCPU) return "cpu";
@@ -38,17 +29,16 @@ std::string PlatformOf(int device_type) {
                                   "DLPack device type " + std::to_string(device_type));
 }
 
+// from_dlpack's device= and client=, resolved: a Device and a Client as
+// they are, the forms users write through AsDevice and AsClient.
 ImportTarget TargetOf(nb::handle device, nb::handle client) {
-  // Names such as "cuda:1", torch.devices, ints and platform names are the
-  // package's to resolve, off the path of a Device or a Client.
-  if ((!device.is_none() && !nb::isinstance<PyDevice>(device)) || (!client.is_none() && !nb::hasattr(client, "_core"))) {
-    const nb::object resolved = nb::module_::import_("cuxla._client").attr("import_target")(device, client);
-    return TargetOf(resolved[0], resolved[1]);
-  }
   ImportTarget target;
-  if (!client.is_none()) target.state = nb::cast<std::shared_ptr<Client>>(client.attr("_core"))->state();
+  if (!client.is_none())
+    target.state = nb::cast<const Client&>(AsClient(client)).state();
   if (!device.is_none()) {
-    const auto& d = nb::cast<const PyDevice&>(device);
+    std::optional<PyDevice> resolved;
+    const PyDevice& d =
+        nb::isinstance<PyDevice>(device) ? nb::cast<const PyDevice&>(device) : resolved.emplace(AsDevice(device, client));
     if (target.state != nullptr && target.state != d.state)
       throw Error(ErrorKind::kValue, "device is not a device of client");
     target.state = d.state;

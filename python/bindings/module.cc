@@ -27,6 +27,10 @@ std::string Described(nb::handle value) {
   return std::string(nb::type_name(value.type()).c_str()) + " " + nb::repr(value).c_str();
 }
 
+void RaiseWrongType(const char* what, const char* expected, nb::handle value) {
+  throw nb::type_error((std::string(what) + " must be " + expected + ", not a " + Described(value)).c_str());
+}
+
 }  // namespace cuxla::bindings
 
 NB_MODULE(_cuxla, m) {
@@ -68,6 +72,7 @@ NB_MODULE(_cuxla, m) {
   RegisterPlugin(m);
   RegisterDevice(m);
   RegisterClient(m);
+  RegisterDefaultClients(m);
   nb::class_<cuxla::Array> array = RegisterArray(m);
   RegisterImports(m);
   RegisterCapsules(array);

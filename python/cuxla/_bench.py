@@ -106,7 +106,7 @@ def handoff(max_bytes: int | None = None, out_dir: str = "bench-results", budget
     methods["cuxla import (torch -> XLA)"] = cuxla_import
     if cuda:
         methods["cuxla import, torch stream busy"] = cuxla_import_busy
-        stream, why_not = client._core.compute_stream(client.devices()[0])
+        stream, why_not = client._compute_stream(client.devices()[0])
         print(f"  busy imports: XLA's compute stream waits for PyTorch's" if stream else
               f"  busy imports: through PJRT's external-ready streams ({why_not})")
         if stream:  # the route of plugins without FFI, side by side
@@ -167,7 +167,7 @@ def _ready_stream_client():
     os.environ["CUXLA_COMPUTE_STREAM"] = "0"
     try:
         client = cuxla.Client("cuda")
-        client._core.compute_stream(client.devices()[0])  # probed now, with the variable set
+        client._compute_stream(client.devices()[0])  # probed now, with the variable set
     finally:
         if saved is None:
             del os.environ["CUXLA_COMPUTE_STREAM"]
