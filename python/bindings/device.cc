@@ -6,7 +6,6 @@
 #include <charconv>
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include "client.h"
 #include "default_clients.h"
@@ -67,14 +66,14 @@ PyDevice AsDevice(nb::handle device, nb::handle client) {
   const std::string name = text.substr(0, colon);
   const std::string index_text = colon == std::string::npos ? std::string() : text.substr(colon + 1);
   const std::string platform = PlatformName(nb::str(name.c_str(), name.size()));
-  int64_t index = -1;  // none of the devices: an index too large to read
+  int64_t index = 0;
   if (colon != std::string::npos && !index_text.empty()) {
     const char* end = index_text.data() + index_text.size();
     for (char ch : index_text)
       if (ch < '0' || ch > '9')
         throw nb::value_error(("device " + Quoted(text) + " has no index after ':'; write e.g. '" + platform + ":0'")
                                   .c_str());
-    if (std::from_chars(index_text.data(), end, index).ec != std::errc()) index = -1;
+    if (std::from_chars(index_text.data(), end, index).ec != std::errc()) index = -1;  // too large: no device
   } else {
     index = CurrentIndex(platform);
   }
