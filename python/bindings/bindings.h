@@ -1,13 +1,20 @@
-// python/bindings/bindings.h — what the binding sources share: the Python view
-// of a device, small conversions, and the DLPack entry points of dlpack.cc.
+// python/bindings/bindings.h — what every binding source shares: the Python
+// view of a device, small conversions, and the Register* function of each file.
 #pragma once
 
 #include <nanobind/nanobind.h>
+// The casters of the standard types cuxla's API takes and returns, in every
+// binding source: a conversion whose caster a source lacks fails only when run.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include <memory>
-#include <optional>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "cuxla/cuxla.h"
 #include "pjrt/text.h"
@@ -18,13 +25,12 @@ namespace nb = nanobind;
 
 // A device as Python sees it: it keeps its client alive.
 struct PyDevice {
+  PyDevice(std::shared_ptr<const ClientState> state, const Device& device)
+      : state(std::move(state)), device(&device) {}
+
   std::shared_ptr<const ClientState> state;
   const Device* device;
 };
-
-inline PyDevice Wrap(const std::shared_ptr<const ClientState>& state, const Device& device) {
-  return PyDevice{state, &device};
-}
 
 // A Python tuple of ints: shapes, layouts, tile counts.
 inline nb::tuple Tuple(std::span<const int64_t> values) {
@@ -39,52 +45,35 @@ nb::object NumpyDType(DType dtype);
 // A bad argument as an error message shows it: its type and repr ("str 'yes'").
 std::string Described(nb::handle value);
 
-// `value` as a T; else a TypeError in one sentence, "<what> must be <expected>,
-// not a <value described>" (nanobind's own would list the signature).
+// A TypeError in one sentence, "<what> must be <expected>, not a <value
+// described>" (nanobind's own would list the signature).
+[[noreturn]] void RaiseWrongType(const char* what, const char* expected, nb::handle value);
+
+// `value` as a T; else RaiseWrongType.
 template <class T>
 T ArgumentAs(nb::handle value, const char* what, const char* expected) {
   T out;
-  if (!nb::try_cast(value, out))
-    throw nb::type_error((std::string(what) + " must be " + expected + ", not a " + Described(value)).c_str());
+  if (!nb::try_cast(value, out)) RaiseWrongType(what, expected, value);
   return out;
 }
 
-// Where an import goes: a client, a device, or (both null) the default
-// client of the tensor's platform, on the tensor's own device.
-struct ImportTarget {
-  std::shared_ptr<const ClientState> state;
-  const Device* device = nullptr;
-};
+// An int, and not a bool (which Python counts as one).
+inline bool IsInt(nb::handle value) { return PyLong_Check(value.ptr()) && !PyBool_Check(value.ptr()); }
 
-// The imports of one execution's arguments: only the first CUDA tensor of a
-// device carries the ordering after the producer's stream. The others were
-// written before it on that stream, and their views are only ever used in
-// the same execution, which waits for all its arguments: they need no
-// ordering of their own (through PJRT's external-ready stream, costly per
-// view) — but a copy made at import (a strided tensor) runs before that
-// execution, and waits for `ready_stream` itself.
-struct ImportBatch {
-  int device_id = -1;
-  intptr_t ready_stream = 0;  // the first import's (0: the compute stream waited, or nothing was pending)
-};
+// Raises the Python error a failed C API call left set.
+[[noreturn]] inline void RaisePythonError() { throw nb::python_error(); }
 
-// Imports any DLPack producer (`__dlpack__` object, DLPack C exchange API)
-// or capsule as an Array. `batch` (may be null): the imports of one execution's arguments.
-Array ImportObject(nb::handle object, const ImportTarget& target, std::optional<bool> copy,
-                   ImportBatch* batch = nullptr);
-
-// The call of `executable` on Python arguments: cuxla Arrays as they are,
-// any other DLPack tensor imported onto its device (zero-copy when possible,
-// the imports batched); with `keep_views`, the views of exchange-API tensors
-// kept for the next calls (call_views.h). Checked and held with the GIL, as
-// Executable::Prepare; run it without.
-Executable::Call PrepareCall(const Executable& executable, const nb::args& args, bool keep_views);
-
-// from_dlpack, Array.__dlpack__/__dlpack_device__/is_view, and the framework
-// fast paths (export_to, call_with).
-void RegisterDLPack(nb::module_& m, nb::class_<Array>& array);
-
-// Mesh, ShardedArray, shard, SPMD compilation and execution (sharding.cc).
-void RegisterSharding(nb::module_& m, nb::class_<Executable>& executable);
+// What each binding source adds to the module, in the order module.cc calls them.
+void RegisterPlugin(nb::module_& m);      // plugin.cc: Plugin, plugin discovery, the CUDA driver
+void RegisterDevice(nb::module_& m);      // device.cc: Device, device= arguments
+void RegisterClient(nb::module_& m);      // client.cc: Client, client= arguments
+void RegisterDefaultClients(nb::module_& m);  // default_clients.cc: one client per platform
+nb::class_<Array> RegisterArray(nb::module_& m);  // array.cc: Array, host -> device copies
+void RegisterImports(nb::module_& m);     // imports.cc: from_dlpack
+void RegisterCapsules(nb::class_<Array>& array);  // capsules.cc: Array.__dlpack__, __dlpack_device__
+void RegisterExchangeApi(nb::module_& m);  // exchange_api.cc: export_to
+nb::class_<Executable> RegisterExecutable(nb::module_& m);  // executable.cc: Executable
+void RegisterCalls(nb::module_& m);       // calls.cc: call_with and its kept views
+void RegisterSharding(nb::module_& m, nb::class_<Executable>& executable);  // sharding.cc
 
 }  // namespace cuxla::bindings

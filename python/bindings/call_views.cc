@@ -1,3 +1,4 @@
+// python/bindings/call_views.cc — the table of kept call views, each dropped when its tensor dies.
 #include "call_views.h"
 
 #include <algorithm>
@@ -89,8 +90,8 @@ bool TensorDescription::Describes(const DLTensor& tensor) const noexcept {
                                     : strides.size() == rank && std::equal(strides.begin(), strides.end(), tensor.strides));
 }
 
-std::shared_ptr<const Array> KeptView(nb::handle tensor, const DLTensor& now, const ClientState& state,
-                                      const Device& device) {
+std::shared_ptr<const Array> FindCallView(nb::handle tensor, const DLTensor& now, const ClientState& state,
+                                          const Device& device) {
   Views& views = AllViews();
   const auto it = views.by_tensor.find(tensor.ptr());
   if (it == views.by_tensor.end()) return nullptr;
@@ -114,7 +115,7 @@ bool SeenBefore(nb::handle tensor, const DLTensor& now) {
   return false;
 }
 
-std::shared_ptr<const Array> KeepView(nb::handle tensor, TensorDescription described, Array view) {
+std::shared_ptr<const Array> StoreCallView(nb::handle tensor, TensorDescription described, Array view) {
   auto shared = std::make_shared<const Array>(std::move(view));
   Views& views = AllViews();
   if (views.by_tensor.size() >= kMaxKept) ForgetCallViews();

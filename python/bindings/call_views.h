@@ -35,8 +35,8 @@ struct TensorDescription {
 // The view kept of `tensor` on `device` of `state`'s client, if `now` (the
 // tensor as it is now) is still what it was made of; else null (and a view
 // kept of it before is dropped).
-std::shared_ptr<const Array> KeptView(nb::handle tensor, const DLTensor& now, const ClientState& state,
-                                      const Device& device);
+std::shared_ptr<const Array> FindCallView(nb::handle tensor, const DLTensor& now, const ClientState& state,
+                                          const Device& device);
 
 // Whether a view of `tensor` (as `now`) is worth keeping: this very tensor,
 // alive since, was seen before on this memory. A tensor made for one call
@@ -48,7 +48,7 @@ bool SeenBefore(nb::handle tensor, const DLTensor& now);
 // Keeps `view`, made of `tensor` as `described`, until the tensor dies or
 // ForgetCallViews runs, and returns it. A tensor that takes no weak
 // reference is not kept (the view is returned all the same).
-std::shared_ptr<const Array> KeepView(nb::handle tensor, TensorDescription described, Array view);
+std::shared_ptr<const Array> StoreCallView(nb::handle tensor, TensorDescription described, Array view);
 
 // Drops every kept view (each let go of once its programs are done).
 void ForgetCallViews();

@@ -1,3 +1,4 @@
+// python/bindings/producer_deleters.cc — the queue of producers' deleters waiting for the GIL.
 #include "producer_deleters.h"
 
 #include <Python.h>
@@ -56,7 +57,7 @@ class DeleterQueue {
   }
 
  private:
-  static int FromPendingCall(void* self) {
+  static int FromPendingCall(void* self) noexcept {
     auto* queue = static_cast<DeleterQueue*>(self);
     {
       std::lock_guard lock(queue->mutex_);
@@ -111,9 +112,10 @@ struct GilDeleterTensor {
 static_assert(offsetof(GilDeleterTensor<DLManagedTensorVersioned>, tensor) == 0);
 static_assert(offsetof(GilDeleterTensor<DLManagedTensor>, tensor) == 0);
 
-// Called with the GIL held (an import takes the producer's tensor with it).
+// The GilDeleterTensor of `tensor`, as the tensor XLA is given. Called with
+// the GIL held (an import takes the producer's tensor with it).
 template <class Managed>
-Managed* Wrap(Managed* tensor) {
+Managed* MakeGilDeleterTensor(Managed* tensor) {
   if (tensor == nullptr) return nullptr;
   auto* wrapper = new (std::nothrow) GilDeleterTensor<Managed>{*tensor, tensor, {}};
   if (wrapper == nullptr) {
@@ -128,8 +130,8 @@ Managed* Wrap(Managed* tensor) {
 
 }  // namespace
 
-DLManagedTensorVersioned* WithGilDeleter(DLManagedTensorVersioned* tensor) { return Wrap(tensor); }
-DLManagedTensor* WithGilDeleter(DLManagedTensor* tensor) { return Wrap(tensor); }
+DLManagedTensorVersioned* WithGilDeleter(DLManagedTensorVersioned* tensor) { return MakeGilDeleterTensor(tensor); }
+DLManagedTensor* WithGilDeleter(DLManagedTensor* tensor) { return MakeGilDeleterTensor(tensor); }
 
 void RunQueuedDeleters() { Queue().RunAll(); }
 

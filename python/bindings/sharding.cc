@@ -1,10 +1,5 @@
 // python/bindings/sharding.cc — meshes, sharded arrays and SPMD execution as
 // Python sees them: cuxla.Mesh, cuxla.ShardedArray, cuxla.shard.
-#include <nanobind/stl/optional.h>
-#include <nanobind/stl/shared_ptr.h>
-#include <nanobind/stl/string.h>
-#include <nanobind/stl/vector.h>
-
 #include <string>
 #include <vector>
 
@@ -59,7 +54,7 @@ void RegisterSharding(nb::module_& m, nb::class_<Executable>& executable) {
       .def_prop_ro("axis_names", [](const PyMesh& p) { return p.mesh.axis_names; })
       .def_prop_ro("devices", [](const PyMesh& p) {
         std::vector<PyDevice> out;
-        for (const Device* d : p.mesh.devices) out.push_back(Wrap(p.state, *d));
+        for (const Device* d : p.mesh.devices) out.emplace_back(p.state, *d);
         return out;
       })
       .def("hlo_sharding", [](const PyMesh& p, nb::handle spec_arg) {

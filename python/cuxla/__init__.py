@@ -1,11 +1,12 @@
 """cuxla: PyTorch tensors and XLA buffers sharing memory, and XLA programs on them.
 
-The C++ core (``cuxla._cuxla``) does the work; this package adds the Python
-conveniences: client selection, host conversion and the command line.
+The C++ core (``cuxla._cuxla``) does the work, clients included; this package
+adds the Python conveniences: host conversion, compiling, PyTorch's side and
+the command line.
 """
-from ._cuxla import (Array, CompileError, Device, Executable, Mesh, NoDeviceError, Plugin, ShardedArray,
-                     from_dlpack)
-from ._client import Client, asalignedarray, asarray, compile, default_client, devices, shard
+from ._cuxla import (Array, Client, CompileError, Device, Executable, Mesh, NoDeviceError, Plugin, ShardedArray,
+                     default_client, from_dlpack)
+from ._client import asalignedarray, asarray, compile, devices, shard
 from . import _cuxla
 
 # Loading _cuxla put XLA's log level (CUXLA_LOG) into the process environment;

@@ -11,12 +11,13 @@ _ERRORS = (ValueError, RuntimeError, BufferError, MemoryError)  # what cuxla rai
 
 
 def _raised_by_cuxla(error: BaseException) -> bool:
-    """Whether cuxla raised `error`: its innermost Python frame is cuxla's (the C++
-    core raises in the cuxla code that called it). Others' errors are bugs, shown whole."""
+    """Whether cuxla raised `error`: its innermost Python frame is cuxla's, in the
+    package or a subpackage (the C++ core raises in the cuxla code that called
+    it). Others' errors are bugs, shown whole."""
     tb = error.__traceback__
     while tb.tb_next is not None:
         tb = tb.tb_next
-    return pathlib.Path(tb.tb_frame.f_code.co_filename).parent == pathlib.Path(__file__).parent
+    return pathlib.Path(__file__).parent in pathlib.Path(tb.tb_frame.f_code.co_filename).parents
 
 
 def main(argv: list[str] | None = None, prog: str = "cuxla") -> int:

@@ -9,7 +9,7 @@ import numpy as np
 
 import cuxla
 
-from ._client import _default_platform
+from ._cuxla import default_platform
 from ._info import missing
 
 # y = tanh(x @ w + b), and the sum of y: a small dense layer with a reduction.
@@ -52,7 +52,7 @@ def upload(values: list[np.ndarray], device: cuxla.Device) -> list[cuxla.Array]:
 
 
 def run(platform: str | None = None, repeats: int = 200) -> int:
-    lacking = missing(platform or _default_platform())
+    lacking = missing(platform or default_platform())
     if lacking:
         raise cuxla.NoDeviceError(lacking)
     client = cuxla.Client(platform) if platform else cuxla.default_client()

@@ -7,7 +7,7 @@ import shlex
 import cuxla
 
 from . import _cuxla
-from ._client import Client, _default_platform, package_dirs
+from ._cuxla import Client, default_platform, package_dirs
 
 
 def _bytes(n: int | None) -> str:
@@ -75,7 +75,7 @@ def _platform_report(platform: str) -> bool:
                   f"memory: in use {_bytes(stats['bytes_in_use'])}, limit {_bytes(stats['bytes_limit'])}")
         print(f"  device {device.id}: {device.kind} (local_hardware_id {device.local_hardware_id}) {memory}")
         if platform == "cuda":
-            stream, why_not = client._core.compute_stream(device)
+            stream, why_not = client._compute_stream(device)
             print(f"    imports wait for their producer on XLA's compute stream {stream:#x}" if stream else
                   f"    imports wait through PJRT's external-ready streams (slower): compute stream unknown, {why_not}")
     return True
@@ -119,7 +119,7 @@ def report(only: str | None = None) -> int:
     usable = [p for p in platforms if _platform_report(p)]
     _frameworks_report()
     try:
-        default = _default_platform()  # what default_client() picks
+        default = default_platform()  # what default_client() picks
     except Exception:  # no plugin at all: the platform reports above say why
         default = None
     print(f"\ndefault platform: {default if default in usable else 'none usable'}")

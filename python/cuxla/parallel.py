@@ -30,7 +30,7 @@ class DataParallel:
     splits the batch; the other axes replicate), step by step."""
 
     def __init__(self, model: torch.nn.Module, loss: Callable, mesh: _cuxla.Mesh, *, lr: float,
-                 example_batch: Sequence[torch.Tensor], client: _client.Client | None = None):
+                 example_batch: Sequence[torch.Tensor], client: _cuxla.Client | None = None):
         import jax
         from jax.sharding import AbstractMesh, NamedSharding, PartitionSpec
 

@@ -50,10 +50,8 @@ def distributed_client(**options) -> "cuxla.Client":
     "cuxla/"). ``options`` are Client's memory options."""
     import torch.distributed as dist
 
-    from ._client import Client
-
     if not dist.is_initialized():
         raise RuntimeError("torch.distributed is not initialised: call init_process_group first")
     store = dist.PrefixStore("cuxla", dist.distributed_c10d._get_default_store())
-    return Client("cuda", node_id=dist.get_rank(), num_nodes=dist.get_world_size(), kv_store=store, **options)
+    return _cuxla.Client("cuda", node_id=dist.get_rank(), num_nodes=dist.get_world_size(), kv_store=store, **options)
 

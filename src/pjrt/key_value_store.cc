@@ -1,3 +1,4 @@
+// pjrt/key_value_store.cc — PJRT's key-value callbacks over a cuxla::KeyValueStore.
 #include "pjrt/key_value_store.h"
 
 #include <cstring>
@@ -6,7 +7,7 @@
 namespace cuxla::pjrt {
 namespace {
 
-void DeleteValue(char* value) { delete[] value; }
+void DeleteValue(char* value) noexcept { delete[] value; }
 
 // Hands `value` to PJRT, which copies it and frees it with DeleteValue.
 template <class Args>
@@ -22,7 +23,8 @@ PJRT_Error* Failure(PJRT_CallbackError* make_error, PJRT_Error_Code code, const 
   return (*make_error)(code, message.data(), message.size());
 }
 
-// Runs `call`; any exception becomes the plugin's error with its message.
+// Runs `call`; any exception becomes the plugin's error with its message:
+// the callbacks are C functions, which no exception may leave.
 template <class Call>
 PJRT_Error* Guarded(PJRT_CallbackError* make_error, std::string_view what, Call call) noexcept {
   try {
@@ -34,7 +36,7 @@ PJRT_Error* Guarded(PJRT_CallbackError* make_error, std::string_view what, Call 
   }
 }
 
-PJRT_Error* Get(PJRT_KeyValueGetCallback_Args* args) {
+PJRT_Error* Get(PJRT_KeyValueGetCallback_Args* args) noexcept {
   return Guarded(args->callback_error, "get", [&]() -> PJRT_Error* {
     auto* store = static_cast<KeyValueStore*>(args->user_arg);
     const std::string value = store->Get(std::string_view(args->key, args->key_size),
@@ -44,7 +46,7 @@ PJRT_Error* Get(PJRT_KeyValueGetCallback_Args* args) {
   });
 }
 
-PJRT_Error* TryGet(PJRT_KeyValueTryGetCallback_Args* args) {
+PJRT_Error* TryGet(PJRT_KeyValueTryGetCallback_Args* args) noexcept {
   return Guarded(args->callback_error, "try-get", [&]() -> PJRT_Error* {
     auto* store = static_cast<KeyValueStore*>(args->user_arg);
     const std::string_view key(args->key, args->key_size);
@@ -55,7 +57,7 @@ PJRT_Error* TryGet(PJRT_KeyValueTryGetCallback_Args* args) {
   });
 }
 
-PJRT_Error* Put(PJRT_KeyValuePutCallback_Args* args) {
+PJRT_Error* Put(PJRT_KeyValuePutCallback_Args* args) noexcept {
   return Guarded(args->callback_error, "put", [&]() -> PJRT_Error* {
     auto* store = static_cast<KeyValueStore*>(args->user_arg);
     store->Put(std::string_view(args->key, args->key_size), std::string_view(args->value, args->value_size));

@@ -18,9 +18,9 @@ def test_client_platform_and_devices(client):
 
 def test_device_lookup_by_id(client):
     for d in client.devices():
-        assert client._core.device(d.id) == d
+        assert client._device(d.id) == d
     with pytest.raises(ValueError, match="no .* device with id 9999"):
-        client._core.device(9999)
+        client._device(9999)
 
 
 def test_default_client_is_created_once():
@@ -38,18 +38,18 @@ def test_memory_options_are_refused_off_cuda(client):
 @pytest.mark.parametrize("fraction", [0.0, -0.5, 1.5])
 def test_memory_fraction_out_of_range_is_a_value_error(fraction):
     with pytest.raises(ValueError, match=r"memory_fraction must be in \(0, 1\]"):
-        cuxla._cuxla._Client.create("/nonexistent.so", "cuda", None, fraction, None, [])
+        cuxla.Client._create("/nonexistent.so", "cuda", None, fraction, None, [])
 
 
 def test_unknown_allocator_is_a_value_error():
     with pytest.raises(ValueError, match="allocator must be one of"):
-        cuxla._cuxla._Client.create("/nonexistent.so", "cuda", None, None, "magic", [])
+        cuxla.Client._create("/nonexistent.so", "cuda", None, None, "magic", [])
 
 
 def test_malformed_environment_variable_names_it(monkeypatch):
     monkeypatch.setenv("CUXLA_PREALLOCATE", "maybe")
     with pytest.raises(ValueError, match="CUXLA_PREALLOCATE='maybe'"):
-        cuxla._cuxla._Client.create("/nonexistent.so", "cuda", None, None, None, [])
+        cuxla.Client._create("/nonexistent.so", "cuda", None, None, None, [])
 
 
 def test_cuda_client_does_not_preallocate_by_default(client):
@@ -65,14 +65,14 @@ def test_device_count_sets_a_cpu_clients_devices():
     assert [d.id for d in client.devices()] == [0, 1, 2]
     assert client.global_device_count == 3 and client.options["device_count"] == 3
     with pytest.raises(ValueError, match="device_count applies to the cpu platform only"):
-        cuxla._cuxla._Client.create("/nonexistent.so", "cuda", None, None, None, [], 2)
+        cuxla.Client._create("/nonexistent.so", "cuda", None, None, None, [], 2)
 
 
 def test_several_processes_need_a_store_and_a_node_id_in_range():
     with pytest.raises(ValueError, match="needs a kv_store"):
-        cuxla._cuxla._Client.create("/nonexistent.so", "cuda", None, None, None, [], None, 0, 2)
+        cuxla.Client._create("/nonexistent.so", "cuda", None, None, None, [], None, 0, 2)
     with pytest.raises(ValueError, match=r"node_id must be in \[0, num_nodes\): got node_id 3, num_nodes 2"):
-        cuxla._cuxla._Client.create("/nonexistent.so", "cuda", None, None, None, [], None, 3, 2, object())
+        cuxla.Client._create("/nonexistent.so", "cuda", None, None, None, [], None, 3, 2, object())
 
 
 @pytest.mark.skipif(not os.environ.get("CUXLA_FAKE_KV_PLUGIN"),

@@ -89,13 +89,13 @@ def ordering_client(request, cuda_client, monkeypatch):
     (CUXLA_COMPUTE_STREAM=0), so that views wait through PJRT's
     external-ready streams instead: the route of plugins without FFI."""
     if request.param == "compute-stream":
-        stream, why_not = cuda_client._core.compute_stream(cuda_client.devices()[0])
+        stream, why_not = cuda_client._compute_stream(cuda_client.devices()[0])
         assert stream != 0, why_not
         return cuda_client
     if not _READY_STREAM_CLIENT:
         monkeypatch.setenv("CUXLA_COMPUTE_STREAM", "0")
         fallback = cuxla.Client("cuda")
-        stream, why_not = fallback._core.compute_stream(fallback.devices()[0])  # probed now, with the variable set
+        stream, why_not = fallback._compute_stream(fallback.devices()[0])  # probed now, with the variable set
         assert stream == 0 and "CUXLA_COMPUTE_STREAM=0" in why_not
         _READY_STREAM_CLIENT.append(fallback)
     return _READY_STREAM_CLIENT[0]
@@ -194,7 +194,7 @@ def test_a_kept_view_waits_for_torch_at_every_call(ordering_client):
 
     wrong = _wrong_in(TRIALS, right)
     assert wrong == 0, f"{wrong} of {TRIALS} calls read a kept view before PyTorch's write"
-    compute_stream, _ = ordering_client._core.compute_stream(ordering_client.devices()[0])
+    compute_stream, _ = ordering_client._compute_stream(ordering_client.devices()[0])
     assert _cuxla.call_view_count() == kept + (2 if compute_stream else 0)
 
 

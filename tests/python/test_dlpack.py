@@ -429,7 +429,8 @@ def test_export_copy_true_is_a_new_buffer(tdev):
 def test_producer_is_released_exactly_when_xla_is_done(client):
     if client.platform != "cpu":
         pytest.skip("NumPy producers are host memory")
-    # Misaligned, so that asalignedarray copies it into a buffer of its own (n.base).
+    # 4 bytes past NumPy's 16-byte alignment: never 64-byte aligned, so
+    # asalignedarray makes an aligned copy, whose base is the producer watched.
     n = cuxla.asalignedarray(np.ones(1001, np.float32)[1:])
     alive = weakref.ref(n.base)
     a = cuxla.from_dlpack(n)

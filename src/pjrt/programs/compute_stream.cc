@@ -1,3 +1,4 @@
+// pjrt/programs/compute_stream.cc — the probe that learns the CUDA stream XLA runs a device's programs on.
 #include "pjrt/programs/compute_stream.h"
 
 #include <algorithm>
@@ -52,7 +53,7 @@ void RegisterHandler(const pjrt::Plugin& plugin) {
 
 }  // namespace
 
-XLA_FFI_Error* RecordComputeStream(XLA_FFI_CallFrame* frame) {
+XLA_FFI_Error* RecordComputeStream(XLA_FFI_CallFrame* frame) noexcept {
   // At registration XLA asks, through a metadata extension, which FFI
   // version the handler speaks and what it allows (nothing extra).
   for (XLA_FFI_Extension_Base* ext = frame->extension_start; ext != nullptr; ext = ext->next) {

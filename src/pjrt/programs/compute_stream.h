@@ -11,7 +11,7 @@ namespace cuxla::pjrt {
 // The FFI handler of the probe program: answers XLA's metadata query, and
 // when run, stores the stream it runs on where ProbeComputeStream reads it.
 // Exposed for its unit test.
-XLA_FFI_Error* RecordComputeStream(XLA_FFI_CallFrame* frame);
+XLA_FFI_Error* RecordComputeStream(XLA_FFI_CallFrame* frame) noexcept;
 
 // The compute stream of `device` (a CUDA device of `state`), found by
 // registering RecordComputeStream with the plugin's FFI extension (once per

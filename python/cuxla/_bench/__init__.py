@@ -1,0 +1,33 @@
+"""`python -m cuxla bench handoff|train|scale|models`: PyTorch <-> XLA handoffs
+side by side; training step and compile times of torch.compile backends; the
+data-parallel step over 1, 2, 4... devices; the model zoo (cuxla._zoo)
+trained eager and under cuxla, compared. Each writes a table (Markdown, JSON)
+and a plot (PNG).
+
+One module per benchmark (handoff, train, scale, models); writers writes
+their tables, rows and figures.
+"""
+from __future__ import annotations
+
+import os
+
+# JAX's defaults take 75% of the GPU up front: off, so that PyTorch keeps room.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+from .. import _zoo
+from .handoff import handoff
+from .models import models
+from .scale import scale
+from .train import train
+
+
+def main(args) -> int:
+    if args.what == "models":
+        names = args.models.split(",") if args.models else _zoo.CI_SUBSET if args.subset == "ci" else list(_zoo.MODELS)
+        return models(names, args.steps or 3, args.jobs, args.timeout, args.out, args.dropout, args.tolerance)
+    workloads, steps = (args.models or "mlp,cnn,bert").split(","), args.steps or 20
+    if args.what == "train":
+        return train(workloads, args.backends.split(","), steps, args.out)
+    if args.what == "scale":
+        return scale(workloads, steps, args.out)
+    return handoff(args.max_bytes, args.out, args.budget)

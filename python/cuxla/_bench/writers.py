@@ -1,0 +1,184 @@
+"""What the benchmarks write: each one's table (Markdown), rows (JSON) and
+figure (PNG), and the pieces they share."""
+from __future__ import annotations
+
+import collections
+import json
+import pathlib
+
+
+def pyplot():
+    """matplotlib's pyplot, drawing to files only."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save(out_dir: pathlib.Path, stem: str, card: str, rows: list[dict], table: list[str], fig) -> None:
+    """A benchmark's results as `stem`.json (the rows), .md (the table) and .png (the figure)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"{stem}.json").write_text(json.dumps({"device": card, "rows": rows}, indent=1))
+    (out_dir / f"{stem}.md").write_text("\n".join(table) + "\n")
+    fig.tight_layout()
+    fig.savefig(out_dir / f"{stem}.png", dpi=120)
+    print(f"\nwrote {out_dir / stem}.md, .json and .png")
+
+
+def size_name(size: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if size >= 1 << shift:
+            return f"{size >> shift} {unit}"
+    return f"{size} B"
+
+
+def write_handoff(rows: list[dict], sizes: list[int], card: str, cuda: bool, out_dir: pathlib.Path) -> None:
+    """The handoff table and plot; the handoff target (5 µs per call) is a GPU's."""
+    handoffs = [r for r in rows if not r.get("program")]
+    methods = list(dict.fromkeys(r["method"] for r in handoffs))
+    lines = [f"Handoff p50 / p90, µs per call, on {card}", "",
+             "| method | " + " | ".join(size_name(s) for s in sizes) + " |",
+             "|---|" + "---|" * len(sizes)]
+    for m in methods:
+        cells = {r["bytes"]: r for r in handoffs if r["method"] == m}
+        lines.append(f"| {m} | " + " | ".join(
+            f"{cells[s]['p50_us']:.1f} / {cells[s]['p90_us']:.1f}" for s in sizes) + " |")
+    lines += ["", "| torch -> program -> torch (1 MiB) | back to back p50 µs | p90 µs | idle GPU p50 µs | "
+                  "to completion p50 µs |",
+              "|---|---|---|---|---|"]
+    for r in rows:
+        if r.get("program"):
+            lines.append(f"| {r['method']} | {r['p50_us']:.1f} | {r['p90_us']:.1f} | {r['idle_p50_us']:.1f} | "
+                         f"{r['complete_p50_us']:.1f} |")
+    fig, ax = pyplot().subplots(figsize=(9, 5.5))
+    for m in methods:
+        points = sorted((r["bytes"], r["p50_us"]) for r in handoffs if r["method"] == m)
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=m)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("tensor size (bytes)")
+    ax.set_ylabel("p50 per call (µs)")
+    if cuda:
+        ax.axhline(5.0, color="grey", linestyle=":", label="5 µs target")
+    ax.set_title(f"PyTorch <-> XLA handoff, {card}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    save(out_dir, "handoff", card, rows, lines, fig)
+
+
+def write_scale(rows: list[dict], card: str, out_dir: pathlib.Path) -> None:
+    """The scaling table and plot: step time and speed-up per model and device count."""
+    lines = [f"Data-parallel SGD step on {card}, global batch fixed", "",
+             "| model | devices | step (ms, p50) | speed-up | compile + first step (s) |", "|---|---|---|---|---|"]
+    for r in rows:
+        one = next(o for o in rows if o["model"] == r["model"] and o["devices"] == 1)
+        lines.append(f"| {r['model']} | {r['devices']} | {r['step_ms']:.2f} | {one['step_ms'] / r['step_ms']:.2f}x | "
+                     f"{r['compile_s']:.2f} |")
+    fig, ax = pyplot().subplots(figsize=(6, 4.5))
+    for name in dict.fromkeys(r["model"] for r in rows):
+        points = [(r["devices"], r["step_ms"]) for r in rows if r["model"] == name]
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("devices")
+    ax.set_ylabel("step time, p50 (ms)")
+    ax.set_title(f"Data-parallel SGD, {card}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    save(out_dir, "scale", card, rows, lines, fig)
+
+
+def write_train(rows: list[dict], card: str, out_dir: pathlib.Path) -> None:
+    lines = [f"Training step and compile time on {card}", "",
+             "| model | backend | step (ms, p50) | compile (s) | final loss | peak torch memory (GiB) | XLA peak so far (GiB) |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        peak = "-" if r["peak_torch_gib"] is None else f"{r['peak_torch_gib']:.2f}"
+        xla = "-" if r["peak_xla_gib"] is None else f"{r['peak_xla_gib']:.2f}"
+        lines.append(f"| {r['model']} | {r['backend']} | {r['step_ms']:.2f} | {r['compile_s']:.2f} | "
+                     f"{r['final_loss']:.4f} | {peak} | {xla} |")
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    backends = list(dict.fromkeys(r["backend"] for r in rows))
+    fig, (ax_step, ax_compile) = pyplot().subplots(1, 2, figsize=(11, 4.5))
+    width = 0.8 / len(backends)
+    for i, backend in enumerate(backends):
+        xs = [m + i * width for m in range(len(models))]
+        by_model = {r["model"]: r for r in rows if r["backend"] == backend}
+        ax_step.bar(xs, [by_model[m]["step_ms"] for m in models], width, label=backend)
+        ax_compile.bar(xs, [by_model[m]["compile_s"] for m in models], width, label=backend)
+    for ax, title in ((ax_step, "step time (ms, p50)"), (ax_compile, "compile time (s)")):
+        ax.set_xticks([m + width * (len(backends) - 1) / 2 for m in range(len(models))], models)
+        ax.set_title(title)
+        ax.set_yscale("log")
+        ax.legend(fontsize=8)
+    fig.suptitle(f"Training with torch.compile backends, {card}")
+    save(out_dir, "train", card, rows, lines, fig)
+
+
+VERDICT_COLOURS = {"pass": "tab:green", "wrong result": "tab:orange", "error": "tab:red",
+                   "eager failed": "tab:purple", "timeout": "tab:brown", "crashed": "black",
+                   "not in transformers": "lightgrey"}
+
+
+def _cell(value, form: str) -> str:
+    return "-" if value is None else format(value, form)
+
+
+def _top_fallbacks(row: dict) -> str:
+    return ", ".join(f"{f['op'].removeprefix('aten.')} ×{f['count']}" for f in (row.get("fallbacks") or [])[:3])
+
+
+def write_models(rows: list[dict], steps: int, dropout: str, tolerance: float, out_dir: pathlib.Path) -> None:
+    from .. import _zoo
+
+    card = next((r["device_name"] for r in rows if r.get("device_name")), "?")
+    cuda = any(r.get("peak_mib_cuxla") is not None for r in rows)
+    passed = sum(r["verdict"] == "pass" for r in rows)
+    one_program = sum(bool(r.get("graphs")) and r.get("xla_programs") == r.get("graphs") for r in rows)
+    most_in_xla = sum((r.get("xla_op_share") or 0) >= 0.98 for r in rows)
+    verdicts = ", ".join(f"{v} {n}" for v, n in collections.Counter(r["verdict"] for r in rows).most_common())
+    summary = (f"**{passed} of {len(rows)} pass**; {one_program} with one XLA program per graph; "
+               f"{most_in_xla} with >= 98% of ATen ops in XLA ({verdicts})")
+    rule = (f"Pass: losses at every step as close to eager's as eager's own under another seed, twice over, "
+            f"and at least within {100 * _zoo.DROPOUT_TRACKING:g}% (XLA draws its own dropout masks: the runs "
+            f"track each other; parameters are shown, not judged)."
+            if dropout == "default" else
+            f"Pass: losses at every step and parameters after the last within {tolerance:g} relative of "
+            f"eager's; or, where float32 eager is itself further than that from a float64 eager run, at most "
+            f"{_zoo.FLOAT32_SLACK:g}x as far from it as float32 eager. Parameters: max|a - b| over the model's "
+            f"largest |a|, tensors whose gradient is rounding noise in both runs left out.")
+    lines = [f"Model zoo on {card}: {steps} AdamW steps (lr 1e-3), eager vs torch.compile(backend=\"cuxla\"), "
+             f"batch 2 x 16, small configs, random weights, dropout {dropout}. {rule} "
+             f"Compile: first cuxla step minus the median later step.",
+             "", summary, "",
+             "| model | verdict | XLA programs / graph | ATen ops in XLA | compile (s) | step eager (ms) | "
+             "step cuxla (ms) |" + (" peak torch / XLA (MiB) |" if cuda else "") + " top fallbacks | detail |",
+             "|---|---|---|---|---|---|---|" + ("---|" if cuda else "") + "---|---|"]
+    for r in rows:
+        share = r.get("xla_op_share")
+        ops = "-" if share is None else f"{100 * share:.1f}% ({r['xla_ops']}/{r['aten_ops']})"
+        peak = f" {_cell(r.get('peak_mib_cuxla'), '.0f')} / {_cell(r.get('peak_mib_xla'), '.0f')} |" if cuda else ""
+        detail = r["detail"].replace("|", "\\|")
+        lines.append(f"| {r['model']} | {r['verdict']} | {_cell(r.get('programs_per_graph'), '.2g')} | {ops} | "
+                     f"{_cell(r.get('compile_s'), '.1f')} | {_cell(r.get('step_ms_eager'), '.1f')} | "
+                     f"{_cell(r.get('step_ms_cuxla'), '.1f')} |{peak} {_top_fallbacks(r)} | {detail} |")
+    print("\n" + summary)
+
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(8, 1.5 + 0.24 * len(rows)))
+    ys = range(len(rows))[::-1]  # the first model on top
+    shares = [100 * (r.get("xla_op_share") or 0) for r in rows]
+    ax.barh(ys, shares, color=[VERDICT_COLOURS.get(r["verdict"], "grey") for r in rows])
+    for y, r in zip(ys, rows):
+        if r.get("xla_op_share") is None:
+            ax.text(1, y, "n/a", va="center", fontsize=7)
+    ax.set_yticks(list(ys), [r["model"] for r in rows], fontsize=7)
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+    ax.axvline(98, color="grey", linestyle=":")
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("ATen ops of the compiled graphs that run in XLA (%)")
+    ax.set_title(f"Model zoo, eager vs cuxla, {card}: {passed} of {len(rows)} pass", fontsize=10)
+    seen = dict.fromkeys(r["verdict"] for r in rows)
+    ax.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=VERDICT_COLOURS.get(v, "grey")) for v in seen],
+              labels=list(seen), fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    save(out_dir, "models", card, rows, lines, fig)
