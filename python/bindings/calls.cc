@@ -23,7 +23,7 @@ using namespace nb::literals;
 // (call_views.h), for an execution on `target`: the one kept, or one made
 // now and kept; null when `object` is not one to keep a view of.
 std::shared_ptr<const Array> FindOrKeepCallView(nb::handle object, const DLPackExchangeAPI* api,
-                                                const ImportTarget& target, ImportBatch* batch) {
+                                                const ImportTarget& target, pjrt::ExecutionImports* batch) {
   if (api->dltensor_from_py_object_no_sync == nullptr) return nullptr;
   DLTensor now;
   if (api->dltensor_from_py_object_no_sync(object.ptr(), &now) != 0) RaisePythonError();
@@ -62,7 +62,7 @@ std::shared_ptr<const Array> FindOrKeepCallView(nb::handle object, const DLPackE
 
 Executable::Call PrepareCall(const Executable& executable, const nb::args& args, bool keep_views) {
   const ImportTarget target{executable.state(), &executable.device()};
-  ImportBatch batch;
+  pjrt::ExecutionImports batch;
   std::vector<Array> imported;  // kept until the call holds their buffers
   std::vector<std::shared_ptr<const Array>> kept;  // likewise
   std::vector<const Array*> arrays;

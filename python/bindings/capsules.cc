@@ -29,7 +29,7 @@ template <class Managed>
 Array ConsumeCapsule(PyObject* capsule, Managed* tensor, const ImportTarget& target,
                      std::optional<bool> copy, intptr_t ready_stream) {
   ImportPlan plan = PlanImport(target, tensor->dl_tensor.device.device_type, copy);
-  plan.options.producer.ready_stream = ready_stream;
+  plan.options.order.read.ready_stream = ready_stream;
   const bool versioned = std::is_same_v<Managed, DLManagedTensorVersioned>;
   if (PyCapsule_SetName(capsule, versioned ? "used_dltensor_versioned" : "used_dltensor") != 0)
     RaisePythonError();

@@ -64,23 +64,22 @@ std::optional<intptr_t> CurrentStream(const DLPackExchangeAPI* api, DLDevice dev
 }
 
 void OrderAfterProducer(const DLPackExchangeAPI* api, const ClientState& state, DLDevice device,
-                        ImportBatch* batch, interop::ImportOptions& options) {
+                        pjrt::ExecutionImports* batch, interop::ImportOptions& options) {
   if (device.device_type != kDLCUDA) return;
-  if (batch != nullptr && batch->device_id == device.device_id) {
-    // Another view of this execution waits for the producer; a copy made
-    // now runs on its own, and waits too.
-    options.producer.ready_stream = batch->ready_stream;
-    options.only_copies_wait = true;
-    return;
+  if (batch != nullptr) {
+    if (std::optional<pjrt::ImportOrder> earlier = batch->Earlier(device.device_id)) {
+      options.order = *earlier;
+      return;
+    }
   }
   const intptr_t producer = *CurrentStream(api, device);
-  // The views of a call's arguments are read by its program alone.
-  options.producer = state.OrderAfter(state.DeviceWithHardwareId(device.device_id), producer, batch != nullptr);
-  if (batch != nullptr) *batch = ImportBatch{device.device_id, options.producer.ready_stream};
+  const Device& on = state.DeviceWithHardwareId(device.device_id);
+  options.order = batch != nullptr ? batch->First(state, on, producer)
+                                   : pjrt::ImportOrder{pjrt::OrderAfterProducer(state, on, producer, false)};
 }
 
 Array ImportExchange(const DLPackExchangeAPI* api, nb::handle object, const ImportTarget& target,
-                     std::optional<bool> copy, ImportBatch* batch) {
+                     std::optional<bool> copy, pjrt::ExecutionImports* batch) {
   DLManagedTensorVersioned* tensor = nullptr;
   if (api->managed_tensor_from_py_object_no_sync(object.ptr(), &tensor) != 0) RaisePythonError();
   ImportPlan plan;

@@ -26,12 +26,12 @@ std::optional<intptr_t> CurrentStream(const DLPackExchangeAPI* api, DLDevice dev
 // the exchange-API producer's current stream, on the device; sets `options`'
 // producer order (nothing to do off CUDA).
 void OrderAfterProducer(const DLPackExchangeAPI* api, const ClientState& state, DLDevice device,
-                        ImportBatch* batch, interop::ImportOptions& options);
+                        pjrt::ExecutionImports* batch, interop::ImportOptions& options);
 
 // The fast path: no Python-level `__dlpack__`; XLA's first use waits, on the
 // device, for the producer's current stream.
 Array ImportExchange(const DLPackExchangeAPI* api, nb::handle object, const ImportTarget& target,
-                     std::optional<bool> copy, ImportBatch* batch);
+                     std::optional<bool> copy, pjrt::ExecutionImports* batch);
 
 // The exchange-API consumer's object for `array`, already ordered for it.
 nb::object ExportOrdered(const DLPackExchangeAPI* api, const Array& array);

@@ -66,7 +66,7 @@ ImportPlan PlanImport(const ImportTarget& target, int device_type, std::optional
 }
 
 Array ImportObject(nb::handle object, const ImportTarget& target, std::optional<bool> copy,
-                   ImportBatch* batch) {
+                   pjrt::ExecutionImports* batch) {
   if (PyCapsule_CheckExact(object.ptr())) return ImportCapsule(object, target, copy, 0);
   if (const DLPackExchangeAPI* api = ExchangeApi(Py_TYPE(object.ptr())))
     return ImportExchange(api, object, target, copy, batch);

@@ -23,18 +23,6 @@ struct ImportTarget {
   const Device* device = nullptr;
 };
 
-// The imports of one execution's arguments: only the first CUDA tensor of a
-// device carries the ordering after the producer's stream. The others were
-// written before it on that stream, and their views are only ever used in
-// the same execution, which waits for all its arguments: they need no
-// ordering of their own (through PJRT's external-ready stream, ~10 µs a
-// view) — but a copy made at import (a strided tensor) runs before that
-// execution, and waits for `ready_stream` itself.
-struct ImportBatch {
-  int device_id = -1;
-  intptr_t ready_stream = 0;  // the first import's (0: the compute stream waited, or nothing was pending)
-};
-
 // How a tensor of DLPack device type `device_type` is imported to `target`:
 // through the client of the tensor's own platform (the target's when it is
 // of that platform, else that platform's default client), with the options
@@ -64,6 +52,6 @@ Array ImportWithoutGil(const ImportPlan& plan, Managed* tensor) {
 // Imports any DLPack producer (`__dlpack__` object, DLPack C exchange API)
 // or capsule as an Array. `batch` (may be null): the imports of one execution's arguments.
 Array ImportObject(nb::handle object, const ImportTarget& target, std::optional<bool> copy,
-                   ImportBatch* batch = nullptr);
+                   pjrt::ExecutionImports* batch = nullptr);
 
 }  // namespace cuxla::bindings

@@ -157,8 +157,8 @@ Array ImportDLPack(const std::shared_ptr<const ClientState>& state,
     view.on_delete_arg = tensor;
     // A view in another layout is copied row-major before a program reads
     // it (pjrt::RowMajor), on its own: that copy waits through the view.
-    view.ready_stream = options.only_copies_wait && row_major ? 0 : options.producer.ready_stream;
-    view.pending_writes = options.producer.pending_writes;
+    view.order = options.order.read;
+    if (options.order.only_copies_wait && row_major) view.order.ready_stream = 0;
     array.emplace(Array::CreateView(state, view, source));
     owner.release();  // the view owns the tensor now
   } else {
@@ -170,7 +170,7 @@ Array ImportDLPack(const std::shared_ptr<const ClientState>& state,
                            std::to_string(alignment) + " bytes as XLA needs, and copy=False");
     std::vector<int64_t> element_strides =
         strides.empty() ? CompactStrides(dims, *layout) : std::vector<int64_t>(strides.begin(), strides.end());
-    StridedTensor strided{data, dtype, dims, element_strides, options.producer.ready_stream};
+    StridedTensor strided{data, dtype, dims, element_strides, options.order.read.ready_stream};
     array.emplace(CopyStrided(state, source, strided, &CallDeleter, owner.release()));
   }
   if (!to_elsewhere) return std::move(*array);

@@ -8,6 +8,7 @@
 
 #include "dlpack/dlpack.h"
 #include "pjrt/array.h"
+#include "pjrt/stream_order.h"
 
 namespace cuxla::interop {
 
@@ -21,15 +22,9 @@ struct ImportOptions {
   const Device* target_device = nullptr;
   CopyPolicy copy = CopyPolicy::kIfNeeded;
   // CUDA: how XLA is ordered after the producer's pending writes
-  // (ClientState::OrderAfter): an external-ready stream that XLA's first use
-  // of the view (or the copy) waits for, or a marker of the writes that the
-  // compute stream already waits for and other readers of a view will.
-  // Both empty: nothing pending.
-  ClientState::ProducerOrder producer;
-  // A row-major view need not wait for `producer.ready_stream` (another
-  // view of the same execution does, which orders the whole execution); a
-  // copy — made now, or later from a view in another layout — still does.
-  bool only_copies_wait = false;
+  // (pjrt/stream_order.h). A row-major view under `only_copies_wait` does not
+  // wait; a copy — made now, or later from a view in another layout — does.
+  pjrt::ImportOrder order;
 };
 
 // Imports `tensor` into `state`'s client (whose platform must match the

@@ -102,11 +102,11 @@ Array Array::CreateView(std::shared_ptr<const ClientState> state, const DeviceVi
   // process when the view is deleted): "nothing to release" is a no-op.
   args.on_delete_callback = view.on_delete != nullptr ? view.on_delete : [](void*, void*) {};
   args.on_delete_callback_arg = view.on_delete_arg;
-  args.stream = view.ready_stream;
+  args.stream = view.order.ready_stream;
   CUXLA_PJRT_CALL(api, PJRT_Client_CreateViewOfDeviceBuffer, &args);
   Array array(std::move(state), pjrt::BufferPtr(args.buffer, pjrt::BufferDestroy{&api}),
               ArrayShape{view.dtype, view.dims, view.minor_to_major}, device, /*is_view=*/true);
-  array.pending_writes_ = view.pending_writes;
+  array.pending_writes_ = view.order.pending_writes;
   return array;
 }
 

@@ -11,6 +11,7 @@
 #include "pjrt/api.h"
 #include "pjrt/client_state.h"
 #include "pjrt/dtype.h"
+#include "pjrt/stream_order.h"
 
 namespace cuxla {
 
@@ -32,13 +33,10 @@ struct DeviceView {
   // using it has finished; may run on any thread. Null: nothing to release.
   void (*on_delete)(void* data, void* arg) = nullptr;
   void* on_delete_arg = nullptr;
-  // CUDA: the stream holding the work that makes `data` ready (0: none).
-  intptr_t ready_stream = 0;
-  // CUDA: the producer's writes still pending when XLA's compute stream,
-  // rather than `ready_stream`, was made to wait for them (null: none).
-  // Programs run on that stream; PJRT's own readiness of the view does not
-  // cover them, so every other reader waits for this marker too.
-  std::shared_ptr<const cuda::StreamMarker> pending_writes;
+  // CUDA: what its readers wait for (pjrt/stream_order.h): PJRT makes every
+  // use wait for the ready stream; every reader but a program on the compute
+  // stream waits for the pending writes, which PJRT does not know of.
+  pjrt::ReadOrder order;
 };
 
 // What an Array is, when its maker knows it (no PJRT queries needed).
@@ -119,7 +117,7 @@ class Array {
   std::vector<int64_t> layout_;
   const Device* device_;  // points into state_->devices
   bool is_view_ = false;
-  std::shared_ptr<const cuda::StreamMarker> pending_writes_;  // DeviceView::pending_writes
+  std::shared_ptr<const cuda::StreamMarker> pending_writes_;  // its DeviceView's order.pending_writes
 };
 
 }  // namespace cuxla

@@ -27,23 +27,4 @@ intptr_t ClientState::ExternalReadyStream(const Device& device) const {
   return args.stream;
 }
 
-ClientState::ProducerOrder ClientState::OrderAfter(const Device& device, intptr_t producer,
-                                                  bool only_programs_read) const {
-  const int ordinal = device.local_hardware_id;
-  if (const intptr_t compute = compute_stream(device).stream; compute != 0) {
-    if (only_programs_read) {
-      cuda::StreamWaitStream(ordinal, compute, producer);
-      return {};
-    }
-    return {0, std::make_shared<const cuda::StreamMarker>(ordinal, producer, compute)};
-  }
-  // PJRT's bookkeeping of a ready stream costs far more than asking
-  // (docs/gpu-results.md): spared when the producer has nothing pending. (An
-  // event and a wait on the compute stream above cost what asking would.)
-  if (cuda::StreamIdle(ordinal, producer)) return {};
-  const intptr_t ready = ExternalReadyStream(device);
-  cuda::StreamWaitStream(ordinal, ready, producer);
-  return {ready, nullptr};
-}
-
 }  // namespace cuxla

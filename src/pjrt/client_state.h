@@ -74,19 +74,6 @@ struct ClientState {
   intptr_t ExternalReadyStream(const Device& device) const;
   // CUDA: the stream XLA runs `device`'s programs on, or why it is unknown.
   const pjrt::ComputeStream& compute_stream(const Device& device) const { return programs->compute_stream(device); }
-  // CUDA: orders XLA's coming use of `device` memory after the work queued so
-  // far on `producer` (a CUDA stream; 1 the legacy default), on the device.
-  // When the device's compute stream is known, it waits for that work, and a
-  // marker of it is returned as `pending_writes` unless `only_programs_read`
-  // (no other reader will need it); otherwise an external-ready stream
-  // waits, returned as `ready_stream`. Views and copies of the memory are to
-  // be given both (DeviceView). Both empty when the ready stream's route
-  // finds `producer` with nothing left to run.
-  struct ProducerOrder {
-    intptr_t ready_stream = 0;
-    std::shared_ptr<const cuda::StreamMarker> pending_writes;
-  };
-  ProducerOrder OrderAfter(const Device& device, intptr_t producer, bool only_programs_read) const;
 };
 
 }  // namespace cuxla

@@ -73,7 +73,7 @@ Array CopyStrided(const std::shared_ptr<const ClientState>& state, const Device&
   flat.dims = {span};
   flat.on_delete = release;  // after the copy below has read the memory
   flat.on_delete_arg = release_arg;
-  flat.ready_stream = tensor.ready_stream;
+  flat.order.ready_stream = tensor.ready_stream;
   std::optional<Array> source;
   try {
     if ((first - base) % item != 0)

@@ -19,7 +19,7 @@ struct StridedTensor {
   std::span<const int64_t> dims;
   std::span<const int64_t> strides;  // in elements
   // CUDA: an XLA external-ready stream already ordered after the data's
-  // writers (ClientState::OrderAfter); the copy waits for it. 0: nothing
+  // writers (pjrt/stream_order.h); the copy waits for it. 0: nothing
   // pending, or the compute stream the copy runs on already waits.
   intptr_t ready_stream = 0;
 };
