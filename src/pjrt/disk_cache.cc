@@ -82,6 +82,13 @@ void Trim(const std::string& dir, uint64_t max_bytes, const fs::path& keep) {
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const fs::path& p = it->path();
+    if (p.filename().string().starts_with(".tmp-")) {
+      // A writer that died mid-write leaves its temporary; a live one renames it within moments.
+      std::error_code e;
+      const auto age = fs::file_time_type::clock::now() - fs::last_write_time(p, e);
+      if (!e && age > std::chrono::hours(1)) fs::remove(p, e);
+      continue;
+    }
     if (p.extension() != kSuffix) continue;
     std::error_code e1, e2;
     const uint64_t size = fs::file_size(p, e1);
