@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "pjrt/disk_cache.h"
 
 namespace cuxla::bindings {
 
@@ -23,6 +24,18 @@ void RegisterPlugin(nb::module_& m) {
     d["why_not"] = s.why_not;
     return d;
   }, "The CUDA driver as found at run time.");
+
+  m.def("compile_cache_stats", [] {
+    const pjrt::DiskCacheStats s = pjrt::GetDiskCacheStats();
+    nb::dict d;
+    d["hits"] = s.hits;
+    d["misses"] = s.misses;
+    d["stores"] = s.stores;
+    d["errors"] = s.errors;
+    d["evictions"] = s.evictions;
+    d["dir"] = pjrt::DiskCacheDir();
+    return d;
+  }, "The on-disk compile cache's counts in this process (all clients), and its folder (None when off).");
 
   m.def("known_platforms", &pjrt::KnownPlatforms);
 

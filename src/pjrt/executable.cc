@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
 #include <string>
 
 #include "pjrt/compile_options.h"
+#include "pjrt/disk_cache.h"
 #include "pjrt/text.h"
 
 namespace cuxla {
@@ -28,6 +30,84 @@ pjrt::ProgramShape OptimizedProgramShape(const pjrt::Api& api, PJRT_Executable* 
   program.code = code.data();
   CUXLA_PJRT_CALL(api, PJRT_Executable_OptimizedProgram, &args);
   return pjrt::EntryProgramShape(std::string_view(program.format, program.format_size), code, partitions);
+}
+
+// Whether this plugin can write and read back executables: without both
+// entries there is no disk cache, silently.
+bool CanSerialize(const pjrt::Api& api) noexcept {
+  return api.Has(&PJRT_Api::PJRT_Executable_Serialize) && api.Has(&PJRT_Api::PJRT_Executable_DeserializeAndLoad);
+}
+
+// Everything an executable depends on besides the program and its options:
+// the plugin (file name, PJRT API version, its own version attributes, the
+// platform version) and the devices' kinds. A new plugin or another GPU model
+// means other entries, never a load of one made elsewhere.
+std::string DiskCacheKey(const ClientState& state, std::span<const Device* const> devices,
+                         std::string_view options, std::string_view program) {
+  std::string key = "cuxla-executable-v1";
+  auto field = [&key](std::string_view text) {
+    key += '\0' + std::to_string(text.size()) + ':';
+    key.append(text);
+  };
+  const pjrt::Api& api = state.api();
+  field(std::filesystem::path(api.plugin_path()).filename().string());
+  field(api.version());
+  for (const auto& [name, value] : state.plugin->Attributes()) {
+    field(name);
+    field(value);
+  }
+  const auto version = CUXLA_PJRT_QUERY(api, PJRT_Client_PlatformVersion, client, state.client.get());
+  field(std::string_view(version.platform_version, version.platform_version_size));
+  field(state.platform_name);
+  for (const Device* device : devices) field(device->kind);
+  field(options);
+  field(program);
+  return key;
+}
+
+// The executable in `bytes` loaded onto the client with `options` (our
+// device assignment), or null when the plugin refuses it (another build,
+// damaged bytes that passed the checksum).
+pjrt::LoadedExecutablePtr Deserialize(const ClientState& state, std::string_view bytes, std::string_view options) {
+  const pjrt::Api& api = state.api();
+  auto args = CUXLA_PJRT_ARGS(PJRT_Executable_DeserializeAndLoad_Args);
+  args.client = state.client.get();
+  args.serialized_executable = bytes.data();
+  args.serialized_executable_size = bytes.size();
+  args.overridden_serialized_compile_options = options.data();
+  args.overridden_serialized_compile_options_size = options.size();
+  try {
+    CUXLA_PJRT_CALL(api, PJRT_Executable_DeserializeAndLoad, &args);
+  } catch (const Error&) {
+    return nullptr;
+  }
+  return pjrt::LoadedExecutablePtr(args.loaded_executable, pjrt::LoadedExecutableDestroy{&api});
+}
+
+// Writes `loaded` as `key`'s entry; a plugin that cannot serialize this
+// executable just leaves no entry.
+void StoreSerialized(const ClientState& state, PJRT_LoadedExecutable* loaded, const std::string& dir,
+                     std::string_view key) {
+  const pjrt::Api& api = state.api();
+  try {
+    pjrt::ExecutablePtr executable(
+        CUXLA_PJRT_QUERY(api, PJRT_LoadedExecutable_GetExecutable, loaded_executable, loaded).executable,
+        pjrt::ExecutableDestroy{&api});
+    auto args = CUXLA_PJRT_ARGS(PJRT_Executable_Serialize_Args);
+    args.executable = executable.get();
+    CUXLA_PJRT_CALL(api, PJRT_Executable_Serialize, &args);
+    struct Free {
+      decltype(args.serialized_executable_deleter) deleter;
+      void operator()(PJRT_SerializedExecutable* s) const noexcept {
+        if (deleter != nullptr) deleter(s);
+      }
+    };
+    std::unique_ptr<PJRT_SerializedExecutable, Free> owner(args.serialized_executable,
+                                                           Free{args.serialized_executable_deleter});
+    pjrt::StoreEntry(dir, key, std::string_view(args.serialized_bytes, args.serialized_bytes_size));
+  } catch (const Error&) {
+    pjrt::CountDiskCacheError();
+  }
 }
 
 }  // namespace
@@ -64,6 +144,34 @@ std::shared_ptr<const Executable> Executable::Compile(std::shared_ptr<const Clie
   pjrt_program.format_size = kFormat.size();
 
   const std::string options = pjrt::CompileOptions(ids);
+
+  // The disk cache first: a usable entry spares the compile; anything wrong
+  // with it (damaged, foreign, refused by the plugin) means compiling again.
+  const std::optional<std::string> cache_dir = CanSerialize(api) ? pjrt::DiskCacheDir() : std::nullopt;
+  std::string cache_key;
+  if (cache_dir) {
+    try {
+      cache_key = DiskCacheKey(*state, placed, options, program);
+    } catch (const Error&) {
+      pjrt::CountDiskCacheError();  // no key, no cache: compile as if off
+    }
+  }
+  if (!cache_key.empty()) {
+    if (std::optional<std::string> bytes = pjrt::LoadEntry(*cache_dir, cache_key)) {
+      if (pjrt::LoadedExecutablePtr loaded = Deserialize(*state, *bytes, options)) {
+        try {
+          auto executable = std::make_shared<const Executable>(state, std::move(loaded), placed);
+          pjrt::CountDiskCacheHit();
+          return executable;
+        } catch (const Error&) {
+          // Loaded but not describable: treat as a damaged entry.
+        }
+      }
+      pjrt::CountDiskCacheError();
+    }
+    pjrt::CountDiskCacheMiss();
+  }
+
   auto args = CUXLA_PJRT_ARGS(PJRT_Client_Compile_Args);
   args.client = state->client.get();
   args.program = &pjrt_program;
@@ -77,6 +185,7 @@ std::shared_ptr<const Executable> Executable::Compile(std::shared_ptr<const Clie
     throw Error(ErrorKind::kCompile, e.what());
   }
   pjrt::LoadedExecutablePtr loaded(args.executable, pjrt::LoadedExecutableDestroy{&api});
+  if (!cache_key.empty()) StoreSerialized(*state, loaded.get(), *cache_dir, cache_key);
   return std::make_shared<const Executable>(std::move(state), std::move(loaded), std::move(placed));
 }
 

@@ -1,9 +1,16 @@
 // Executables: compiling StableHLO text, running it on Arrays, the compile
 // cache, and the checks on arguments.
+#include <unistd.h>
+
 #include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "pjrt/disk_cache.h"
 #include "test_env.h"
 
 namespace cuxla {
@@ -188,6 +195,89 @@ TEST(ExecutableTest, DeletedArgumentThrowsRuntimeError) {
   ASSERT_TRUE(error);
   EXPECT_EQ(error->kind(), ErrorKind::kRuntime);
   EXPECT_TRUE(Contains(error->what(), "deleted"));
+}
+
+// A fresh folder for one test's disk cache, CUXLA_CACHE_DIR pointing at it
+// while the test runs.
+class CacheDir {
+ public:
+  CacheDir() : path_(std::filesystem::temp_directory_path() /
+                     ("cuxla-cache-test-" + std::to_string(::getpid()) + "-" + std::to_string(serial_++))) {
+    std::filesystem::remove_all(path_);
+    const char* old = std::getenv("CUXLA_CACHE_DIR");
+    if (old != nullptr) old_ = old;
+    setenv("CUXLA_CACHE_DIR", path_.c_str(), 1);
+  }
+  ~CacheDir() {
+    if (old_) setenv("CUXLA_CACHE_DIR", old_->c_str(), 1);
+    else unsetenv("CUXLA_CACHE_DIR");
+    std::filesystem::remove_all(path_);
+  }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  static inline int serial_ = 0;
+  std::filesystem::path path_;
+  std::optional<std::string> old_;
+};
+
+TEST(DiskCacheTest, ASecondClientLoadsTheProgramFromDisk) {
+  const CacheDir dir;
+  const std::shared_ptr<const pjrt::Plugin> plugin = pjrt::Plugin::Load(test::PluginPath());
+  if (!plugin->api().Has(&PJRT_Api::PJRT_Executable_Serialize)) GTEST_SKIP() << "the plugin cannot serialize";
+  const std::string program = std::string(kAdd) + "// disk cache test\n";
+  auto first = Client::Create(plugin, test::TestPlatform(), {});
+  const pjrt::DiskCacheStats before = pjrt::GetDiskCacheStats();
+  first->Compile(program, first->devices().front());
+  const pjrt::DiskCacheStats compiled = pjrt::GetDiskCacheStats();
+  EXPECT_EQ(compiled.misses, before.misses + 1);
+  if (compiled.stores == before.stores) GTEST_SKIP() << "the plugin did not serialize this executable";
+  auto second = Client::Create(plugin, test::TestPlatform(), {});
+  auto executable = second->Compile(program, second->devices().front());
+  EXPECT_EQ(pjrt::GetDiskCacheStats().hits, compiled.hits + 1);
+  const Array x = UploadFloats(*second, Iota(6), {2, 3});
+  const Array y = UploadFloats(*second, Iota(6, 10.0f), {2, 3});
+  EXPECT_EQ(Download<float>(executable->Execute(std::vector<const Array*>{&x, &y})[0]),
+            (std::vector<float>{10, 12, 14, 16, 18, 20}));
+}
+
+TEST(DiskCacheTest, EntriesComeBackOnlyWholeAndUnderTheirOwnKey) {
+  const CacheDir dir;
+  const std::string d = dir.path().string();
+  pjrt::StoreEntry(d, "key a", "payload of a");
+  pjrt::StoreEntry(d, "key b", "payload of b");
+  EXPECT_EQ(pjrt::LoadEntry(d, "key a"), "payload of a");
+  EXPECT_EQ(pjrt::LoadEntry(d, "key c"), std::nullopt);
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(d)) files.push_back(e.path());
+  ASSERT_EQ(files.size(), 2u);
+  // b's bytes under a's name (and the reverse): neither loads.
+  std::filesystem::rename(files[0], dir.path() / "x");
+  std::filesystem::rename(files[1], files[0]);
+  std::filesystem::rename(dir.path() / "x", files[1]);
+  EXPECT_EQ(pjrt::LoadEntry(d, "key a"), std::nullopt);
+  EXPECT_EQ(pjrt::LoadEntry(d, "key b"), std::nullopt);
+  // Truncated: nothing.
+  for (const auto& f : files) std::filesystem::remove(f);
+  pjrt::StoreEntry(d, "key c", "payload of c");
+  for (const auto& e : std::filesystem::directory_iterator(d)) std::filesystem::resize_file(e.path(), 10);
+  EXPECT_EQ(pjrt::LoadEntry(d, "key c"), std::nullopt);
+}
+
+TEST(DiskCacheTest, TheSizeBoundDropsTheOldestEntries) {
+  const CacheDir dir;
+  const std::string d = dir.path().string();
+  setenv("CUXLA_CACHE_MAX_BYTES", "300", 1);
+  const std::string payload(100, 'p');
+  for (const char* key : {"one", "two", "three", "four"}) {
+    pjrt::StoreEntry(d, key, payload);
+  }
+  unsetenv("CUXLA_CACHE_MAX_BYTES");
+  uint64_t total = 0;
+  for (const auto& e : std::filesystem::directory_iterator(d)) total += e.file_size();
+  EXPECT_LE(total, 300u);
+  EXPECT_EQ(pjrt::LoadEntry(d, "four"), payload);  // the newest stays
+  EXPECT_EQ(pjrt::LoadEntry(d, "one"), std::nullopt);
 }
 
 }  // namespace

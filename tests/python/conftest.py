@@ -6,13 +6,22 @@ fails rather than passing empty.
 """
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 
 import pytest
 
 # A JAX imported by a test must not take 75% of the GPU up front.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+# The tests' executables go to a compile cache of their own (which they thus
+# exercise), not the user's; removed at exit.
+if "CUXLA_CACHE_DIR" not in os.environ:
+    os.environ["CUXLA_CACHE_DIR"] = tempfile.mkdtemp(prefix="cuxla-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["CUXLA_CACHE_DIR"], True)
 
 import cuxla
 from cuxla import _cuxla

@@ -1,0 +1,133 @@
+"""The on-disk compile cache: later processes load what earlier ones compiled;
+damaged entries are compiled again; off when CUXLA_CACHE_DIR is empty;
+concurrent writers; the size bound."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cuxla import _cuxla
+
+# Compiles and runs `count` programs (x * k + k for k = 1..count, a distinct
+# program each) and prints the cache counts as JSON. A fresh process: nothing
+# in memory, so every executable comes from the disk or the compiler.
+_SCRIPT = r"""
+import json, sys
+import numpy as np
+import cuxla
+from cuxla import _cuxla
+count = int(sys.argv[1])
+c = cuxla._client.client_for_platform("cpu")
+x = np.arange(6, dtype=np.float32)
+for k in range(1, count + 1):
+    program = '''
+func.func public @main(%x: tensor<6xf32>) -> tensor<6xf32> {
+  %k = stablehlo.constant dense<K.0> : tensor<6xf32>
+  %0 = stablehlo.multiply %x, %k : tensor<6xf32>
+  %1 = stablehlo.add %0, %k : tensor<6xf32>
+  return %1 : tensor<6xf32>
+}
+'''.replace("K", str(k))
+    (out,) = cuxla.compile(program, client=c)(cuxla.asarray(x, client=c))
+    assert np.array_equal(out.numpy(), x * k + k), (k, out.numpy())
+print(json.dumps(_cuxla.compile_cache_stats()))
+"""
+
+pytestmark = pytest.mark.skipif(not _cuxla.find_plugin("cpu", [p for p in sys.path if p])[0],
+                                reason="the CPU plugin is not installed")
+
+
+def _start(cache_dir, count=1, **env):
+    environ = dict(os.environ, CUXLA_CACHE_DIR=str(cache_dir), **env)
+    return subprocess.Popen([sys.executable, "-c", _SCRIPT, str(count)], env=environ, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _finish(proc):
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _run(cache_dir, count=1, **env):
+    return _finish(_start(cache_dir, count, **env))
+
+
+def _entries(cache_dir):
+    return sorted(Path(cache_dir).glob("*.cuxla-exe"))
+
+
+def test_second_process_loads_from_disk(tmp_path):
+    first = _run(tmp_path)
+    if first["stores"] == 0:
+        pytest.skip("this plugin does not serialize executables: no disk cache")
+    assert first["misses"] >= 1 and first["hits"] == 0
+    assert first["dir"] == str(tmp_path)
+    assert _entries(tmp_path) and not list(tmp_path.glob(".tmp-*"))
+    second = _run(tmp_path)
+    assert second["hits"] >= 1 and second["misses"] == 0 and second["errors"] == 0
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "swap"])
+def test_damaged_entry_is_compiled_again(tmp_path, damage):
+    if _run(tmp_path, count=2)["stores"] == 0:
+        pytest.skip("this plugin does not serialize executables: no disk cache")
+    entries = _entries(tmp_path)
+    assert len(entries) >= 2
+    contents = [e.read_bytes() for e in entries]
+    for i, entry in enumerate(entries):
+        data = bytearray(contents[i])
+        if damage == "flip":
+            for j in range(len(data) // 3, len(data) // 3 + 16):
+                data[j] ^= 0xFF
+        elif damage == "truncate":
+            data = data[:10]
+        else:  # another key's entry under this key's name
+            data = contents[(i + 1) % len(contents)]
+        entry.write_bytes(bytes(data))
+    again = _run(tmp_path, count=2)  # the script checks the results
+    assert again["errors"] >= 2 and again["misses"] >= 2 and again["hits"] == 0
+    repaired = _run(tmp_path, count=2)
+    assert repaired["hits"] >= 2 and repaired["misses"] == 0 and repaired["errors"] == 0
+
+
+def test_empty_cache_dir_turns_it_off(tmp_path):
+    env = dict(XDG_CACHE_HOME=str(tmp_path / "xdg"), HOME=str(tmp_path / "home"))
+    stats = _run("", **env)
+    assert stats["dir"] is None
+    assert stats["hits"] == stats["misses"] == stats["stores"] == 0
+    assert not (tmp_path / "xdg").exists() and not (tmp_path / "home").exists()
+
+
+def test_default_dir_is_under_xdg_cache_home(tmp_path):
+    environ = {k: v for k, v in os.environ.items() if k != "CUXLA_CACHE_DIR"}
+    environ["XDG_CACHE_HOME"] = str(tmp_path)
+    proc = subprocess.run([sys.executable, "-c", _SCRIPT, "1"], env=environ, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["dir"] == str(tmp_path / "cuxla")
+
+
+def test_two_processes_fill_it_at_once(tmp_path):
+    procs = [_start(tmp_path, count=3) for _ in range(2)]
+    for stats in [_finish(p) for p in procs]:
+        assert stats["errors"] == 0
+    assert not list(tmp_path.glob(".tmp-*"))
+    if _entries(tmp_path):
+        later = _run(tmp_path, count=3)
+        assert later["misses"] == 0 and later["errors"] == 0
+
+
+def test_size_bound_evicts_oldest(tmp_path):
+    probe = tmp_path / "probe"
+    if _run(probe, count=1)["stores"] == 0:
+        pytest.skip("this plugin does not serialize executables: no disk cache")
+    largest = max(e.stat().st_size for e in _entries(probe))
+    bound = largest * 2 + largest // 2
+    bounded = tmp_path / "bounded"
+    stats = _run(bounded, count=4, CUXLA_CACHE_MAX_BYTES=str(bound))
+    assert stats["evictions"] >= 1
+    assert sum(e.stat().st_size for e in _entries(bounded)) <= bound
