@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <mutex>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -20,27 +21,36 @@ using CUevent = struct CUevent_st*;
 constexpr unsigned kEventDisableTiming = 0x2;  // CU_EVENT_DISABLE_TIMING
 constexpr CUresult kNotReady = 600;            // CUDA_ERROR_NOT_READY
 
-struct Entries {
-  CUresult (*cuInit)(unsigned);
-  CUresult (*cuDriverGetVersion)(int*);
-  CUresult (*cuDeviceGetCount)(int*);
-  CUresult (*cuDeviceGet)(CUdevice*, int);
-  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
-  CUresult (*cuCtxPushCurrent)(CUcontext);
-  CUresult (*cuCtxPopCurrent)(CUcontext*);
-  CUresult (*cuCtxGetCurrent)(CUcontext*);
-  CUresult (*cuEventCreate)(CUevent*, unsigned);
-  CUresult (*cuEventRecord)(CUevent, CUstream);
-  CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned);
-  CUresult (*cuStreamQuery)(CUstream);
-  CUresult (*cuEventSynchronize)(CUevent);
+// A driver entry point, called like the function, and the symbol it is
+// loaded from (some are versioned: cuCtxPushCurrent is cuCtxPushCurrent_v2).
+template <class... Args>
+struct Entry {
+  const char* symbol;
+  CUresult (*fn)(Args...) = nullptr;
+  CUresult operator()(Args... args) const { return fn(args...); }
 };
 
-template <class Fn>
-bool Resolve(void* lib, Fn& fn, const char* name) {
-  fn = reinterpret_cast<Fn>(dlsym(lib, name));
-  return fn != nullptr;
-}
+struct Entries {
+  Entry<unsigned> cuInit{"cuInit"};
+  Entry<int*> cuDriverGetVersion{"cuDriverGetVersion"};
+  Entry<int*> cuDeviceGetCount{"cuDeviceGetCount"};
+  Entry<CUdevice*, int> cuDeviceGet{"cuDeviceGet"};
+  Entry<CUcontext*, CUdevice> cuDevicePrimaryCtxRetain{"cuDevicePrimaryCtxRetain"};
+  Entry<CUcontext> cuCtxPushCurrent{"cuCtxPushCurrent_v2"};
+  Entry<CUcontext*> cuCtxPopCurrent{"cuCtxPopCurrent_v2"};
+  Entry<CUcontext*> cuCtxGetCurrent{"cuCtxGetCurrent"};
+  Entry<CUevent*, unsigned> cuEventCreate{"cuEventCreate"};
+  Entry<CUevent, CUstream> cuEventRecord{"cuEventRecord"};
+  Entry<CUstream, CUevent, unsigned> cuStreamWaitEvent{"cuStreamWaitEvent"};
+  Entry<CUstream> cuStreamQuery{"cuStreamQuery"};
+  Entry<CUevent> cuEventSynchronize{"cuEventSynchronize"};
+
+  auto All() {
+    return std::tie(cuInit, cuDriverGetVersion, cuDeviceGetCount, cuDeviceGet, cuDevicePrimaryCtxRetain,
+                    cuCtxPushCurrent, cuCtxPopCurrent, cuCtxGetCurrent, cuEventCreate, cuEventRecord,
+                    cuStreamWaitEvent, cuStreamQuery, cuEventSynchronize);
+  }
+};
 
 // Loads libcuda.so.1 (never closed: the driver stays for the process) and
 // its entry points; empty on success, else why not.
@@ -51,22 +61,11 @@ std::string Load(Entries& e) {
     return std::string("libcuda.so.1 not loadable: ") + (err ? err : "unknown error");
   }
   const char* missing = nullptr;  // the first entry point not found
-  auto need = [&](auto& fn, const char* name) {
-    if (!Resolve(lib, fn, name) && missing == nullptr) missing = name;
+  auto resolve = [&](auto& entry) {
+    entry.fn = reinterpret_cast<decltype(entry.fn)>(dlsym(lib, entry.symbol));
+    if (entry.fn == nullptr && missing == nullptr) missing = entry.symbol;
   };
-  need(e.cuInit, "cuInit");
-  need(e.cuDriverGetVersion, "cuDriverGetVersion");
-  need(e.cuDeviceGetCount, "cuDeviceGetCount");
-  need(e.cuDeviceGet, "cuDeviceGet");
-  need(e.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
-  need(e.cuCtxPushCurrent, "cuCtxPushCurrent_v2");
-  need(e.cuCtxPopCurrent, "cuCtxPopCurrent_v2");
-  need(e.cuCtxGetCurrent, "cuCtxGetCurrent");
-  need(e.cuEventCreate, "cuEventCreate");
-  need(e.cuEventRecord, "cuEventRecord");
-  need(e.cuStreamWaitEvent, "cuStreamWaitEvent");
-  need(e.cuStreamQuery, "cuStreamQuery");
-  need(e.cuEventSynchronize, "cuEventSynchronize");
+  std::apply([&](auto&... entry) { (resolve(entry), ...); }, e.All());
   if (missing != nullptr) return std::string("libcuda.so.1 lacks ") + missing;
   return {};
 }

@@ -18,15 +18,14 @@ ErrorKind KindOf(PJRT_Error_Code code) {
   }
 }
 
-// Destroys a PJRT_Error that nobody can report (from a destroy call).
+}  // namespace
+
 void Discard(const Api* api, PJRT_Error* error) noexcept {
   if (error == nullptr || !api->Has(&PJRT_Api::PJRT_Error_Destroy)) return;
   auto args = CUXLA_PJRT_ARGS(PJRT_Error_Destroy_Args);
   args.error = error;
   api->raw()->PJRT_Error_Destroy(&args);
 }
-
-}  // namespace
 
 Api::Api(const PJRT_Api* api, std::string plugin_path)
     : api_(api), plugin_path_(std::move(plugin_path)) {}
@@ -59,36 +58,6 @@ void Api::Check(PJRT_Error* error, const char* entry) const {
   }
   Discard(this, error);
   throw Error(KindOf(code), std::string(entry) + ": " + message);
-}
-
-void ClientDestroy::operator()(PJRT_Client* client) const noexcept {
-  auto args = CUXLA_PJRT_ARGS(PJRT_Client_Destroy_Args);
-  args.client = client;
-  Discard(api, api->raw()->PJRT_Client_Destroy(&args));
-}
-
-void BufferDestroy::operator()(PJRT_Buffer* buffer) const noexcept {
-  auto args = CUXLA_PJRT_ARGS(PJRT_Buffer_Destroy_Args);
-  args.buffer = buffer;
-  Discard(api, api->raw()->PJRT_Buffer_Destroy(&args));
-}
-
-void EventDestroy::operator()(PJRT_Event* event) const noexcept {
-  auto args = CUXLA_PJRT_ARGS(PJRT_Event_Destroy_Args);
-  args.event = event;
-  Discard(api, api->raw()->PJRT_Event_Destroy(&args));
-}
-
-void LoadedExecutableDestroy::operator()(PJRT_LoadedExecutable* executable) const noexcept {
-  auto args = CUXLA_PJRT_ARGS(PJRT_LoadedExecutable_Destroy_Args);
-  args.executable = executable;
-  Discard(api, api->raw()->PJRT_LoadedExecutable_Destroy(&args));
-}
-
-void ExecutableDestroy::operator()(PJRT_Executable* executable) const noexcept {
-  auto args = CUXLA_PJRT_ARGS(PJRT_Executable_Destroy_Args);
-  args.executable = executable;
-  Discard(api, api->raw()->PJRT_Executable_Destroy(&args));
 }
 
 void Await(const Api& api, PJRT_Event* event, const char* what) {

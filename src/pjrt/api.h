@@ -81,28 +81,29 @@ Args Query(const Api& api, PJRT_Error* (*PJRT_Api::*entry)(Args*), const char* n
 #define CUXLA_PJRT_QUERY(api, fn, field, value) \
   ::cuxla::pjrt::Query((api), &PJRT_Api::fn, #fn, fn##_Args_STRUCT_SIZE, &fn##_Args::field, (value))
 
+// Destroys a PJRT_Error that nobody can report (from a destroy call).
+void Discard(const Api* api, PJRT_Error* error) noexcept;
+
 // RAII owners: each keeps the Api it came from (which outlives it: plugins are
 // never unloaded) and calls its kind's destroy entry exactly once.
-struct ClientDestroy {
+template <class Object, class Args, size_t kStructSize, PJRT_Error* (*PJRT_Api::*kEntry)(Args*),
+          Object* Args::*kField>
+struct Destroyer {
   const Api* api;
-  void operator()(PJRT_Client* client) const noexcept;
+  void operator()(Object* object) const noexcept {
+    Args args = MakeArgs<Args>(kStructSize);
+    args.*kField = object;
+    Discard(api, (api->raw()->*kEntry)(&args));
+  }
 };
-struct BufferDestroy {
-  const Api* api;
-  void operator()(PJRT_Buffer* buffer) const noexcept;
-};
-struct EventDestroy {
-  const Api* api;
-  void operator()(PJRT_Event* event) const noexcept;
-};
-struct LoadedExecutableDestroy {
-  const Api* api;
-  void operator()(PJRT_LoadedExecutable* executable) const noexcept;
-};
-struct ExecutableDestroy {
-  const Api* api;
-  void operator()(PJRT_Executable* executable) const noexcept;
-};
+#define CUXLA_PJRT_DESTROYER(object, entry, field) \
+  ::cuxla::pjrt::Destroyer<object, entry##_Args, entry##_Args_STRUCT_SIZE, &PJRT_Api::entry, &entry##_Args::field>
+using ClientDestroy = CUXLA_PJRT_DESTROYER(PJRT_Client, PJRT_Client_Destroy, client);
+using BufferDestroy = CUXLA_PJRT_DESTROYER(PJRT_Buffer, PJRT_Buffer_Destroy, buffer);
+using EventDestroy = CUXLA_PJRT_DESTROYER(PJRT_Event, PJRT_Event_Destroy, event);
+using LoadedExecutableDestroy =
+    CUXLA_PJRT_DESTROYER(PJRT_LoadedExecutable, PJRT_LoadedExecutable_Destroy, executable);
+using ExecutableDestroy = CUXLA_PJRT_DESTROYER(PJRT_Executable, PJRT_Executable_Destroy, executable);
 using ClientPtr = std::unique_ptr<PJRT_Client, ClientDestroy>;
 using BufferPtr = std::unique_ptr<PJRT_Buffer, BufferDestroy>;
 using EventPtr = std::unique_ptr<PJRT_Event, EventDestroy>;

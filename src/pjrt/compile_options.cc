@@ -1,24 +1,9 @@
 #include "pjrt/compile_options.h"
 
 #include "pjrt/proto_wire.h"
+#include "pjrt/xla_proto_fields.h"
 
 namespace cuxla::pjrt {
-namespace {
-
-// Field numbers from xla/pjrt/proto/compile_options.proto and xla/xla_data.proto.
-constexpr uint32_t kCompileOptionsExecutableBuildOptions = 3;
-constexpr uint32_t kBuildOptionsDeviceOrdinal = 1;
-constexpr uint32_t kBuildOptionsNumReplicas = 4;
-constexpr uint32_t kBuildOptionsNumPartitions = 5;
-constexpr uint32_t kBuildOptionsUseSpmdPartitioning = 6;
-constexpr uint32_t kBuildOptionsDeviceAssignment = 9;
-constexpr uint32_t kBuildOptionsUseShardyPartitioner = 19;
-constexpr uint32_t kDeviceAssignmentReplicaCount = 1;
-constexpr uint32_t kDeviceAssignmentComputationCount = 2;
-constexpr uint32_t kDeviceAssignmentComputationDevices = 3;
-constexpr uint32_t kComputationDeviceReplicaDeviceIds = 1;
-
-}  // namespace
 
 std::string CompileOptions(std::span<const int64_t> device_ids) {
   const auto partitions = static_cast<int64_t>(device_ids.size());

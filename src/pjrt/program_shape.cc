@@ -5,33 +5,13 @@
 
 #include "base/error.h"
 #include "pjrt/proto_wire.h"
+#include "pjrt/xla_proto_fields.h"
 
 namespace cuxla::pjrt {
 namespace {
 
-// Field numbers from xla/service/hlo.proto and xla/xla_data.proto.
-constexpr uint32_t kWithConfigModule = 1;
-constexpr uint32_t kModuleHostProgramShape = 4;
-constexpr uint32_t kModuleSpmdOutputSharding = 12;
-constexpr uint32_t kModuleSpmdParametersShardings = 14;
-constexpr uint32_t kShardingType = 1;
-constexpr uint32_t kShardingTileAssignmentDimensions = 3;
-constexpr uint32_t kShardingTileAssignmentDevices = 4;
-constexpr uint32_t kShardingTupleShardings = 5;
-constexpr uint32_t kShardingReplicateOnLastTileDim = 6;
-constexpr uint32_t kShardingLastTileDims = 8;
-constexpr uint32_t kShardingIotaReshapeDims = 9;
-constexpr uint32_t kShardingIotaTransposePerm = 10;
 enum ShardingType : int64_t { kReplicated = 0, kTupleSharding = 2, kOther = 3 };  // of xla.OpSharding.Type
-constexpr uint32_t kProgramShapeParameters = 1;
-constexpr uint32_t kProgramShapeResult = 2;
-constexpr uint32_t kShapeElementType = 2;
-constexpr uint32_t kShapeDimensions = 3;
-constexpr uint32_t kShapeTupleShapes = 4;
-constexpr uint32_t kShapeLayout = 5;
 constexpr int kTupleType = 13;  // xla.PrimitiveType TUPLE
-constexpr uint32_t kLayoutMinorToMajor = 1;
-
 constexpr std::string_view kSource = "HloModuleProto from the plugin";
 
 // One shape; a tuple's element shapes go to `tuple_elements` when given.
