@@ -66,7 +66,7 @@ def lowerings() -> dict:
         aten.max_pool2d_with_indices_backward.default: _max_pool2d_backward,
         **_attention.LOWERINGS,
     }
-    if hasattr(torch.ops.transformers, "grouped_mm_fallback"):
-        table[torch.ops.transformers.grouped_mm_fallback.default] = _grouped_mm
-        table[torch.ops.transformers.grouped_mm_fallback_backward.default] = _grouped_mm_backward
+    for name, lowering in (("grouped_mm_fallback", _grouped_mm), ("grouped_mm_fallback_backward", _grouped_mm_backward)):
+        if hasattr(torch.ops.transformers, name):
+            table[getattr(torch.ops.transformers, name).default] = lowering
     return table

@@ -152,9 +152,15 @@ class _XlaProgram:
         # Inputs on another device (a CPU scalar beside CUDA tensors, which
         # PyTorch's ops accept) are moved to the program's at each call.
         self.moved = [i for i, t in enumerate(inputs) if t.device != self.device]
-        constants = [c.to(self.device) for c in _constants_as_inputs(gm)]
+        # Real tensors even where the compiler is called under a fake mode
+        # (the move to the device would make fake ones).
+        with torch._subclasses.fake_tensor.unset_fake_temporarily():
+            constants = [c.to(self.device) for c in _constants_as_inputs(gm)]
         # XLA arrays once (a view each, or an empty buffer), not an import per call.
         self.constants = [cuxla.from_dlpack(c) for c in constants]
+        # Outputs that are inputs unchanged (saved for the backward) are
+        # handed back as the input itself, as eager does: not a copy in XLA.
+        self.passed_through = _passed_through_inputs(gm, len(inputs))
         inputs = [*inputs, *constants]
         self.random = any(_is_random(n) for n in gm.graph.nodes if n.op == "call_function")
 
@@ -172,8 +178,8 @@ class _XlaProgram:
             outputs = outputs if isinstance(outputs, (list, tuple)) else (outputs,)
             # In PyTorch's dtypes: a lowering may give another (JAX's top_k
             # gives int32 indices where PyTorch's are int64).
-            return [o if o is None or want is None else o.astype(want)
-                    for o, want in zip(env.t2j_iso(tuple(outputs)), out_dtypes)]
+            return [None if o is None or i in self.passed_through else o if want is None else o.astype(want)
+                    for i, (o, want) in enumerate(zip(env.t2j_iso(tuple(outputs)), out_dtypes))]
 
         out_dtypes = [_torchax.jax_dtype(t.dtype) if isinstance(t, torch.Tensor) else None
                       for t in _output_values(gm)]
@@ -186,8 +192,8 @@ class _XlaProgram:
             # keep_unused: the program takes every input the graph is called with.
             lowered = jax.jit(run_graph, keep_unused=True).trace(*specs).lower(lowering_platforms=(platform,))
             program = lowered.as_text()
-            # Outputs that are not tensors (None gradients) are not in the
-            # program: remember where they go.
+            # Outputs that are not tensors (None gradients) or passed through
+            # are not in the program: remember where they go.
             out_tree = lowered.out_info
         lowered_at = time.perf_counter()
         self.out_slots = [o is not None for o in out_tree]
@@ -200,6 +206,7 @@ class _XlaProgram:
             _stats["compile_s"] += time.perf_counter() - lowered_at
 
     def __call__(self, *args: torch.Tensor) -> list[torch.Tensor | None]:
+        given = args
         if self.moved:
             args = list(args)
             for i in self.moved:
@@ -209,7 +216,8 @@ class _XlaProgram:
             # PyTorch's generator for the device gives the seed: manual_seed repeats the draws.
             args = (*args, torch.randint(0, 2**62, (), dtype=torch.int64, device=self.device))
         produced = iter(cuxla_torch.call(self.executable, *args))
-        return [next(produced) if slot else None for slot in self.out_slots]
+        return [next(produced) if slot else given[self.passed_through[i]] if i in self.passed_through else None
+                for i, slot in enumerate(self.out_slots)]
 
 
 def _constants_as_inputs(gm: torch.fx.GraphModule) -> list[torch.Tensor]:
@@ -240,6 +248,15 @@ def _device_of(gm: torch.fx.GraphModule, inputs: Sequence[torch.Tensor]) -> torc
     (CPU scalars go along with CUDA tensors), else the CPU."""
     values = [*inputs, *(t for node in gm.graph.nodes for t in _tensor_meta(node))]
     return next((t.device for t in values if t.device.type != "cpu"), torch.device("cpu"))
+
+
+def _passed_through_inputs(gm: torch.fx.GraphModule, inputs: int) -> dict[int, int]:
+    """Output position -> input position, for the graph's outputs that are
+    one of its first `inputs` inputs, unchanged."""
+    placeholders = {n: i for i, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder") if i < inputs}
+    (output,) = [n for n in gm.graph.nodes if n.op == "output"]
+    values = output.args[0] if isinstance(output.args[0], (list, tuple)) else [output.args[0]]
+    return {i: placeholders[v] for i, v in enumerate(values) if v in placeholders}
 
 
 def _output_values(gm: torch.fx.GraphModule) -> list:

@@ -261,6 +261,20 @@ def _compiled_matches_eager(fn, *inputs):
     return got, expected
 
 
+def test_inputs_saved_for_the_backward_are_the_inputs_not_copies(tdev):
+    # The forward graph returns its inputs for the backward: handed back as
+    # they are, as eager does, not copied by XLA (a copy costs memory, and
+    # CUDA graphs of tiny programs refused to update such copies).
+    x = torch.randn(8, 8, device=tdev, requires_grad=True)
+    w = torch.randn(8, 8, device=tdev, requires_grad=True)
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.data_ptr()) or t, lambda t: t):
+        torch.compile(lambda x, w: (x * w).sum(), backend="cuxla")(x, w).backward()
+    assert x.data_ptr() in saved and w.data_ptr() in saved, (x.data_ptr(), w.data_ptr(), saved)
+    assert cuxla.dynamo.report()["xla_programs"] == 2
+    torch.testing.assert_close(x.grad, w.detach())
+
+
 def test_as_strided_of_a_permuted_tensor_reads_its_storage(tdev):
     # as_strided indexes storage: on a transposed input it reads across the
     # transpose (Longformer's sliding windows do this).

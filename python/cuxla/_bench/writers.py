@@ -137,8 +137,9 @@ def write_models(rows: list[dict], steps: int, dropout: str, tolerance: float, o
     one_program = sum(bool(r.get("graphs")) and r.get("xla_programs") == r.get("graphs") for r in rows)
     most_in_xla = sum((r.get("xla_op_share") or 0) >= 0.98 for r in rows)
     verdicts = ", ".join(f"{v} {n}" for v, n in collections.Counter(r["verdict"] for r in rows).most_common())
+    unbroken = sum(r.get("graph_breaks") == 0 for r in rows)
     summary = (f"**{passed} of {len(rows)} pass**; {one_program} with one XLA program per graph; "
-               f"{most_in_xla} with >= 98% of ATen ops in XLA ({verdicts})")
+               f"{most_in_xla} with >= 98% of ATen ops in XLA; {unbroken} without a graph break ({verdicts})")
     rule = (f"Pass: losses at every step as close to eager's as eager's own under another seed, twice over, "
             f"and at least within {100 * _zoo.DROPOUT_TRACKING:g}% (XLA draws its own dropout masks: the runs "
             f"track each other; parameters are shown, not judged)."
@@ -149,17 +150,19 @@ def write_models(rows: list[dict], steps: int, dropout: str, tolerance: float, o
             f"largest |a|, tensors whose gradient is rounding noise in both runs left out.")
     lines = [f"Model zoo on {card}: {steps} AdamW steps (lr 1e-3), eager vs torch.compile(backend=\"cuxla\"), "
              f"batch 2 x 16, small configs, random weights, dropout {dropout}. {rule} "
-             f"Compile: first cuxla step minus the median later step.",
+             f"Compile: first cuxla step minus the median later step. Graph breaks: where Dynamo cut the "
+             f"model's Python (the same under any backend; between graphs PyTorch runs eagerly).",
              "", summary, "",
-             "| model | verdict | XLA programs / graph | ATen ops in XLA | compile (s) | step eager (ms) | "
+             "| model | verdict | graph breaks | XLA programs / graph | ATen ops in XLA | compile (s) | step eager (ms) | "
              "step cuxla (ms) |" + (" peak torch / XLA (MiB) |" if cuda else "") + " top fallbacks | detail |",
-             "|---|---|---|---|---|---|---|" + ("---|" if cuda else "") + "---|---|"]
+             "|---|---|---|---|---|---|---|---|" + ("---|" if cuda else "") + "---|---|"]
     for r in rows:
         share = r.get("xla_op_share")
         ops = "-" if share is None else f"{100 * share:.1f}% ({r['xla_ops']}/{r['aten_ops']})"
         peak = f" {_cell(r.get('peak_mib_cuxla'), '.0f')} / {_cell(r.get('peak_mib_xla'), '.0f')} |" if cuda else ""
         detail = r["detail"].replace("|", "\\|")
-        lines.append(f"| {r['model']} | {r['verdict']} | {_cell(r.get('programs_per_graph'), '.2g')} | {ops} | "
+        lines.append(f"| {r['model']} | {r['verdict']} | {_cell(r.get('graph_breaks'), 'd')} | "
+                     f"{_cell(r.get('programs_per_graph'), '.2g')} | {ops} | "
                      f"{_cell(r.get('compile_s'), '.1f')} | {_cell(r.get('step_ms_eager'), '.1f')} | "
                      f"{_cell(r.get('step_ms_cuxla'), '.1f')} |{peak} {_top_fallbacks(r)} | {detail} |")
     print("\n" + summary)
