@@ -64,10 +64,12 @@ NB_MODULE(_cuxla, m) {
     }
   });
 
-  // XLA's log level as loading libcuxla left it in the environment
-  // (pjrt/xla_logging.cc), for the package to tell os.environ.
-  const char* xla_level = std::getenv("TF_CPP_MIN_LOG_LEVEL");
-  m.attr("XLA_MIN_LOG_LEVEL") = xla_level ? nb::object(nb::str(xla_level)) : nb::none();
+  // XLA's log level and flags as loading libcuxla left them in the
+  // environment (pjrt/xla_environment.cc), for the package to tell os.environ.
+  for (const char* name : {"TF_CPP_MIN_LOG_LEVEL", "XLA_FLAGS"}) {
+    const char* value = std::getenv(name);
+    m.attr(name) = value ? nb::object(nb::str(value)) : nb::none();
+  }
 
   RegisterPlugin(m);
   RegisterDevice(m);

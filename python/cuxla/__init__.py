@@ -9,14 +9,15 @@ from ._cuxla import (Array, Client, CompileError, Device, Executable, Mesh, NoDe
 from ._client import asalignedarray, asarray, compile, devices, shard
 from . import _cuxla
 
-# Loading _cuxla put XLA's log level (CUXLA_LOG) into the process environment;
-# os.environ, a copy taken at startup, is told too, so that `import jax` keeps
-# it rather than setting a default of its own, and so do children given
-# os.environ.
-if _cuxla.XLA_MIN_LOG_LEVEL is not None:
-    import os as _os
+# Loading _cuxla put XLA's log level (CUXLA_LOG) and flags (CUXLA_COMMAND_BUFFERS)
+# into the process environment; os.environ, a copy taken at startup, is told
+# too, so that `import jax` keeps the level rather than setting a default of
+# its own, and children given os.environ see both.
+import os as _os
 
-    _os.environ["TF_CPP_MIN_LOG_LEVEL"] = _cuxla.XLA_MIN_LOG_LEVEL
+for _name in ("TF_CPP_MIN_LOG_LEVEL", "XLA_FLAGS"):
+    if getattr(_cuxla, _name) is not None:
+        _os.environ[_name] = getattr(_cuxla, _name)
 
 __version__ = "0.1.0"
 

@@ -14,7 +14,7 @@
 #include <string_view>
 
 #include "pjrt/text.h"
-#include "pjrt/xla_logging.h"
+#include "pjrt/xla_environment.h"
 
 namespace cuxla::pjrt {
 namespace {
@@ -125,7 +125,7 @@ Plugin::Plugin(Api api)
                                api_.raw(), PJRT_Extension_Type_FFI, PJRT_FFI_Extension_STRUCT_SIZE))) {}
 
 std::shared_ptr<const Plugin> Plugin::Load(const std::string& path) {
-  CheckXlaLogLevel();
+  CheckXlaEnvironment();
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) Refuse(path, "no such file");
   const std::string key = fs::canonical(path, ec).string();

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <string>
 
-#include "pjrt/xla_logging.h"
+#include "pjrt/xla_environment.h"
 #include "test_env.h"
 
 namespace cuxla::pjrt {
@@ -236,6 +236,31 @@ TEST(XlaLoggingTest, WarningsAndErrorsByDefaultAndTheUsersOwnSettingStands) {
 TEST(XlaLoggingTest, XlasLevelIsInTheEnvironmentBeforeMain) {
   // Set while the library was loaded, where a plugin opened later reads it.
   EXPECT_NE(std::getenv("TF_CPP_MIN_LOG_LEVEL"), nullptr);
+}
+
+TEST(XlaFlagsTest, CommandBuffersOffUnlessAskedForOrTheUsersFlagsSayOtherwise) {
+  EXPECT_EQ(XlaFlags(nullptr, nullptr), "--xla_gpu_enable_command_buffer=");
+  EXPECT_EQ(XlaFlags(nullptr, "0"), "--xla_gpu_enable_command_buffer=");
+  EXPECT_EQ(XlaFlags("--xla_dump_to=/tmp/d", nullptr), "--xla_dump_to=/tmp/d --xla_gpu_enable_command_buffer=");
+  EXPECT_EQ(XlaFlags("--xla_gpu_enable_command_buffer=FUSION", nullptr), std::nullopt);
+  EXPECT_EQ(XlaFlags("--xla_dump_to=/tmp/d", "1"), std::nullopt);
+}
+
+TEST(XlaFlagsTest, XlasFlagsAreInTheEnvironmentBeforeMain) {
+  // Set while the library was loaded (unless this run asked for XLA's own).
+  const char* asked = std::getenv("CUXLA_COMMAND_BUFFERS");
+  if (asked != nullptr && std::string(asked) == "1") GTEST_SKIP() << "CUXLA_COMMAND_BUFFERS=1 in this run";
+  const char* flags = std::getenv("XLA_FLAGS");
+  ASSERT_NE(flags, nullptr);
+  EXPECT_TRUE(Contains(flags, "--xla_gpu_enable_command_buffer"));
+}
+
+TEST(XlaFlagsTest, LoadRefusesACommandBufferSettingThatIsNeitherZeroNorOne) {
+  ScopedEnv yes("CUXLA_COMMAND_BUFFERS", "yes");
+  auto error = ThrownError([] { Plugin::Load(PluginPath()); });
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->kind(), ErrorKind::kValue);
+  EXPECT_TRUE(Contains(error->what(), "CUXLA_COMMAND_BUFFERS='yes' is neither 0 nor 1"));
 }
 
 TEST(XlaLoggingTest, CuxlaLogDecidesWhenSet) {

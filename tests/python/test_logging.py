@@ -1,5 +1,6 @@
-"""XLA's own C++ logging in the plugins: warnings and errors by default, INFO
-lines with CUXLA_LOG=info, and the user's own XLA setting standing."""
+"""XLA's environment as cuxla sets it: its C++ logging in the plugins
+(warnings and errors by default, INFO lines with CUXLA_LOG=info, the user's
+own XLA setting standing) and its flags (command buffers off unless asked for)."""
 import os
 import re
 import subprocess
@@ -70,4 +71,28 @@ def test_plugin_info_lines_stay_silent_at_a_higher_cuxla_log(variables):
 def test_cuxla_log_that_is_no_level_is_a_value_error(monkeypatch, client):
     monkeypatch.setenv("CUXLA_LOG", "loud")
     with pytest.raises(ValueError, match=r"CUXLA_LOG='loud' is not a log level \(use info, warning or error\)"):
+        cuxla.Plugin.load(client.plugin)
+
+
+@pytest.mark.parametrize("variables, flags", [
+    ({}, "--xla_gpu_enable_command_buffer="),
+    ({"CUXLA_COMMAND_BUFFERS": "0"}, "--xla_gpu_enable_command_buffer="),
+    ({"XLA_FLAGS": "--xla_dump_to=/tmp/d"}, "--xla_dump_to=/tmp/d --xla_gpu_enable_command_buffer="),
+    ({"XLA_FLAGS": "--xla_gpu_enable_command_buffer=FUSION"}, "--xla_gpu_enable_command_buffer=FUSION"),
+    ({"CUXLA_COMMAND_BUFFERS": "1"}, "None"),
+], ids=lambda v: _names(v) if isinstance(v, dict) else "")
+def test_xla_command_buffers_are_off_unless_asked_for(variables, flags):
+    # What a fresh process's XLA reads, and its children inherit.
+    env = {"PATH": os.environ.get("PATH", ""), **variables}
+    if "PYTHONPATH" in os.environ:
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    result = subprocess.run([sys.executable, "-c", "import os, cuxla; print(os.environ.get('XLA_FLAGS'))"],
+                            capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == flags
+
+
+def test_command_buffer_setting_that_is_neither_0_nor_1_is_a_value_error(monkeypatch, client):
+    monkeypatch.setenv("CUXLA_COMMAND_BUFFERS", "yes")
+    with pytest.raises(ValueError, match=r"CUXLA_COMMAND_BUFFERS='yes' is neither 0 nor 1"):
         cuxla.Plugin.load(client.plugin)

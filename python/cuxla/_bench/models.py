@@ -30,7 +30,7 @@ def models(names: list[str], steps: int = 3, jobs: int = 1, timeout_s: float = 6
         for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
             row = rows[futures[future]] = future.result()
             print(f"[{done:2d}/{len(names)}] {row['model']:40s} {row['verdict']:19s} {row['wall_s']:6.1f} s  "
-                  f"{row['detail']}", flush=True)
+                  f"{_shape_of_run(row)}{row['detail']}", flush=True)
     ordered = [rows[name] for name in names]
     print(f"{len(names)} models in {time.perf_counter() - started:.0f} s")
     writers.write_models(ordered, steps, dropout, tolerance, pathlib.Path(out_dir))
@@ -64,6 +64,15 @@ def _run_child(name: str, options: list[str], timeout_s: float, threads: str) ->
     if row["verdict"] in ("timeout", "crashed", "error", "eager failed"):
         row["log_tail"] = err.splitlines()[-30:]
     return {"model": name, **row, "wall_s": time.perf_counter() - start}
+
+
+def _shape_of_run(row: dict) -> str:
+    """Graph breaks, XLA programs per graph and the share of ATen ops in XLA,
+    for the progress line (a log cut short still holds them)."""
+    if row.get("xla_op_share") is None:
+        return ""
+    return (f"breaks {row.get('graph_breaks', '-')}, programs/graph {row['programs_per_graph']:.2g}, "
+            f"XLA ops {100 * row['xla_op_share']:.1f}%; ")
 
 
 def _last_json_line(out: str) -> dict | None:

@@ -1,0 +1,72 @@
+#include "pjrt/xla_environment.h"
+
+#include <cstdlib>
+#include <string_view>
+
+#include "base/error.h"
+
+namespace cuxla::pjrt {
+namespace {
+
+constexpr const char* kLogVariable = "CUXLA_LOG";
+constexpr const char* kCommandBuffersVariable = "CUXLA_COMMAND_BUFFERS";
+constexpr std::string_view kCommandBufferFlag = "--xla_gpu_enable_command_buffer";
+
+const char* Env(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? value : nullptr;
+}
+
+// XLA (a copy in each plugin, another in jaxlib) reads TF_CPP_MIN_LOG_LEVEL
+// while its library is being loaded, and XLA_FLAGS once, when first needed:
+// both must be in the environment before the first plugin is opened. They are
+// put there while libcuxla itself is being loaded, for a C++ program before
+// main, for Python during `import cuxla` (as `import jax` does for JAX).
+// setenv is unsafe only against another thread using the environment
+// meanwhile: here cuxla has started no thread and opened no plugin, whereas
+// by the time a plugin is opened XLA's, PyTorch's and the program's own
+// threads may run.
+[[maybe_unused]] const bool kXlaEnvironmentSet = [] {
+  const auto level = XlaMinLogLevel(Env(kLogVariable), Env("TF_CPP_MIN_LOG_LEVEL"),
+                                    Env("TF_CPP_MAX_VLOG_LEVEL"), Env("TF_CPP_VMODULE"));
+  const auto flags = XlaFlags(Env("XLA_FLAGS"), Env(kCommandBuffersVariable));
+  return (!level || setenv("TF_CPP_MIN_LOG_LEVEL", level->c_str(), 1) == 0) &&
+         (!flags || setenv("XLA_FLAGS", flags->c_str(), 1) == 0);
+}();
+
+}  // namespace
+
+std::optional<std::string> XlaMinLogLevel(const char* cuxla_log, const char* min_log_level,
+                                          const char* max_vlog_level, const char* vmodule) {
+  if (cuxla_log != nullptr) {
+    const std::string_view level(cuxla_log);
+    if (level == "info") return "0";
+    if (level == "warning") return "1";
+    if (level == "error") return "2";
+    return std::nullopt;
+  }
+  if (min_log_level != nullptr) return std::nullopt;
+  // XLA's VLOG lines are INFO lines: a level of 1 would hide what was asked for.
+  if (max_vlog_level != nullptr || vmodule != nullptr) return "0";
+  return "1";
+}
+
+std::optional<std::string> XlaFlags(const char* xla_flags, const char* command_buffers) {
+  if (command_buffers != nullptr && std::string_view(command_buffers) != "0") return std::nullopt;
+  const std::string_view flags = xla_flags != nullptr ? xla_flags : "";
+  if (flags.find(kCommandBufferFlag) != std::string_view::npos) return std::nullopt;
+  std::string amended(flags);
+  if (!amended.empty()) amended += ' ';
+  return amended.append(kCommandBufferFlag).append("=");
+}
+
+void CheckXlaEnvironment() {
+  if (const char* value = Env(kLogVariable); value != nullptr && !XlaMinLogLevel(value, nullptr, nullptr, nullptr))
+    throw Error(ErrorKind::kValue, std::string(kLogVariable) + "='" + value +
+                                       "' is not a log level (use info, warning or error)");
+  if (const char* value = Env(kCommandBuffersVariable);
+      value != nullptr && std::string_view(value) != "0" && std::string_view(value) != "1")
+    throw Error(ErrorKind::kValue, std::string(kCommandBuffersVariable) + "='" + value + "' is neither 0 nor 1");
+}
+
+}  // namespace cuxla::pjrt

@@ -1,0 +1,33 @@
+// pjrt/xla_environment.h — what cuxla puts in XLA's environment before a
+// plugin loads: the log level of XLA's C++ logging (CUXLA_LOG, as
+// TF_CPP_MIN_LOG_LEVEL) and XLA's flags (CUXLA_COMMAND_BUFFERS, in XLA_FLAGS).
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace cuxla::pjrt {
+
+// The TF_CPP_MIN_LOG_LEVEL cuxla gives XLA for these settings of CUXLA_LOG,
+// TF_CPP_MIN_LOG_LEVEL, TF_CPP_MAX_VLOG_LEVEL and TF_CPP_VMODULE (null:
+// unset), or nullopt to leave it as it is: CUXLA_LOG decides when set (info
+// "0", warning "1", error "2"); else the user's own TF_CPP_MIN_LOG_LEVEL
+// stands; else a VLOG setting asks for INFO lines ("0"); else "1", warnings
+// and errors only. An unknown CUXLA_LOG gives nullopt (CheckXlaEnvironment
+// says why).
+std::optional<std::string> XlaMinLogLevel(const char* cuxla_log, const char* min_log_level,
+                                          const char* max_vlog_level, const char* vmodule);
+
+// The XLA_FLAGS cuxla gives XLA for these settings of XLA_FLAGS and
+// CUXLA_COMMAND_BUFFERS (null: unset), or nullopt to leave it as it is.
+// XLA's command buffers (a program's kernels and copies recorded once as a
+// CUDA graph, updated with each call's addresses) are off: the user's flags
+// with --xla_gpu_enable_command_buffer= added. They stay as XLA has them when
+// CUXLA_COMMAND_BUFFERS=1 or the user's XLA_FLAGS names that flag.
+std::optional<std::string> XlaFlags(const char* xla_flags, const char* command_buffers);
+
+// Throws a ValueError-kind Error when CUXLA_LOG is set to other than info,
+// warning or error, or CUXLA_COMMAND_BUFFERS to other than 0 or 1.
+void CheckXlaEnvironment();
+
+}  // namespace cuxla::pjrt
