@@ -37,10 +37,13 @@ def main(argv: list[str] | None = None, prog: str = "cuxla") -> int:
     bench.add_argument("--max-bytes", type=int, help="largest tensor (default 1 GiB on CUDA, 256 MiB on CPU)")
     bench.add_argument("--out", default="bench-results", help="folder for WHAT.md/.json/.png")
     bench.add_argument("--budget", type=float, default=1.0, help="seconds per measurement (at least 5 runs)")
-    bench.add_argument("--models", help="train, scale: models (default mlp,cnn,bert); "
+    bench.add_argument("--models", help="train: models of mlp,cnn,bert,gpt2,llama (default bert,gpt2,llama); "
+                                        "scale: the same (default mlp,cnn,bert); "
                                         "models: zoo names (python -m cuxla._zoo list; default all)")
     bench.add_argument("--backends", default="eager,inductor,cuxla", help="train: torch.compile backends")
-    bench.add_argument("--steps", type=int, help="steps per model and backend (train, scale: 20; models: 3)")
+    bench.add_argument("--steps", type=int, help="steps per model and backend (train: per round, 4; scale: 20; "
+                                                 "models: 3)")
+    bench.add_argument("--rounds", type=int, default=5, help="train: rounds the backends take turns over")
     bench.add_argument("--jobs", type=int, default=1, help="models: models run at once")
     bench.add_argument("--timeout", type=float, default=600, help="models: seconds per model")
     bench.add_argument("--dropout", choices=["zero", "default"], default="zero",

@@ -1,7 +1,9 @@
 """The models `bench train` and the torch.compile tests train: an MLP, a small
-CNN and Hugging Face's BertForMaskedLM (built from a config, random weights,
-nothing downloaded). BERT's dropout is 0 unless asked: XLA and PyTorch draw
-different random numbers, and losses are compared step by step."""
+CNN, and Hugging Face's BertForMaskedLM, GPT-2 and a Llama-style decoder (each
+built from a config, random weights, nothing downloaded), "tiny" for CPUs and
+tests or "base" (bert-base, GPT-2 small, a 1B Llama in bfloat16). Dropout is
+0 unless asked: XLA and PyTorch draw different random numbers, and losses are
+compared step by step."""
 from __future__ import annotations
 
 import dataclasses
@@ -16,6 +18,7 @@ class Workload:
     model: torch.nn.Module
     batch: tuple  # the model's inputs
     loss: Callable  # (model, batch) -> scalar loss
+    tokens: int = 0  # tokens per step, for a language model's tokens/s
 
 
 def mlp(device: str, size: str = "tiny") -> Workload:
@@ -58,10 +61,48 @@ def bert(device: str, size: str = "tiny", dropout: float = 0.0) -> Workload:
     labels = torch.where(torch.rand(batch, sequence, device=device) < 0.15, ids, torch.full_like(ids, -100))
     labels[:, 0] = ids[:, 0]  # at least one masked position per sequence
     return Workload("bert", model, (ids, labels),
-                    lambda m, b: m(input_ids=b[0], labels=b[1]).loss)
+                    lambda m, b: m(input_ids=b[0], labels=b[1]).loss, batch * sequence)
 
 
-WORKLOADS = {"mlp": mlp, "cnn": cnn, "bert": bert}
+def gpt2(device: str, size: str = "tiny") -> Workload:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    if size == "tiny":
+        config = GPT2Config(vocab_size=256, n_positions=64, n_embd=32, n_layer=2, n_head=2, bos_token_id=0,
+                            eos_token_id=0)
+        batch, sequence = 4, 32
+    else:  # GPT-2 small, 124M
+        config = GPT2Config()
+        batch, sequence = 8, 1024
+    config.resid_pdrop = config.embd_pdrop = config.attn_pdrop = 0.0
+    torch.manual_seed(0)
+    return _causal_lm("gpt2", GPT2LMHeadModel(config), config.vocab_size, batch, sequence, device)
+
+
+def llama(device: str, size: str = "tiny") -> Workload:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    if size == "tiny":
+        config = LlamaConfig(vocab_size=256, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+        batch, sequence = 4, 32
+    else:  # a 1.1B decoder: Llama 3.2 1B's shape with a 32k vocabulary
+        config = LlamaConfig(vocab_size=32000, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
+                             num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=1024)
+        batch, sequence = 4, 1024
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config).to(torch.bfloat16)
+    return _causal_lm("llama", model, config.vocab_size, batch, sequence, device)
+
+
+def _causal_lm(name: str, model: torch.nn.Module, vocabulary: int, batch: int, sequence: int,
+               device: str) -> Workload:
+    ids = torch.randint(0, vocabulary, (batch, sequence), device=device)
+    return Workload(name, model.to(device), (ids,), lambda m, b: m(input_ids=b[0], labels=b[0]).loss,
+                    batch * sequence)
+
+
+WORKLOADS = {"mlp": mlp, "cnn": cnn, "bert": bert, "gpt2": gpt2, "llama": llama}
 
 
 def train(workload: Workload, steps: int, compile_backend: str | None = None,

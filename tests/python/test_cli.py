@@ -115,7 +115,7 @@ def test_bench_commands_write_a_table_json_and_a_plot(tmp_path):
     # Small settings: the numbers are the GPU runs' business, the files are checked here.
     runs = {
         "handoff": ["--max-bytes", "4096", "--budget", "0.02"],
-        "train": ["--models", "mlp", "--backends", "eager,cuxla", "--steps", "3"],
+        "train": ["--models", "mlp,gpt2", "--backends", "eager,cuxla", "--rounds", "2", "--steps", "2"],
         "scale": ["--models", "mlp", "--steps", "2"],
     }
     for what, options in runs.items():

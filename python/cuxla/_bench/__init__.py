@@ -4,8 +4,9 @@ data-parallel step over 1, 2, 4... devices; the model zoo (cuxla._zoo)
 trained eager and under cuxla, compared. Each writes a table (Markdown, JSON)
 and a plot (PNG).
 
-One module per benchmark (handoff, train, scale, models); writers writes
-their tables, rows and figures.
+One module per benchmark (handoff, train, scale, models; train_child is the
+process each of train's backends runs in); writers writes their tables, rows
+and figures.
 """
 from __future__ import annotations
 
@@ -25,9 +26,9 @@ def main(args) -> int:
     if args.what == "models":
         names = args.models.split(",") if args.models else _zoo.CI_SUBSET if args.subset == "ci" else list(_zoo.MODELS)
         return models(names, args.steps or 3, args.jobs, args.timeout, args.out, args.dropout, args.tolerance)
-    workloads, steps = (args.models or "mlp,cnn,bert").split(","), args.steps or 20
     if args.what == "train":
-        return train(workloads, args.backends.split(","), steps, args.out)
+        return train((args.models or "bert,gpt2,llama").split(","), args.backends.split(","), args.rounds,
+                     args.steps or 4, args.out)
     if args.what == "scale":
-        return scale(workloads, steps, args.out)
+        return scale((args.models or "mlp,cnn,bert").split(","), args.steps or 20, args.out)
     return handoff(args.max_bytes, args.out, args.budget)

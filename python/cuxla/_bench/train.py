@@ -1,65 +1,119 @@
-"""`python -m cuxla bench train`: step time and compile time of training under
-eager PyTorch and torch.compile backends (inductor, cuxla)."""
+"""`python -m cuxla bench train`: training under eager PyTorch and
+torch.compile backends (inductor, cuxla) side by side — step time, tokens/s,
+peak memory of PyTorch and XLA together, cold and warm compile, and how much
+of each step ran in XLA.
+
+Each (model, backend) trains in a process of its own (`train_child`): its
+compile is cold, its peak memory its own. The processes live together and
+take turns over the rounds, so a drift of the machine weighs on every backend
+alike. A second process per compiled backend then measures the warm compile,
+from the caches the first left (inductor's, cuxla's), in a folder of the run's
+own so that the first compile is cold."""
 from __future__ import annotations
 
+import json
+import os
 import pathlib
 import statistics
-import time
-
-import cuxla
+import subprocess
+import sys
+import tempfile
 
 from . import writers
 
 
-def train(models: list[str], backends: list[str], steps: int, out_dir: str) -> int:
-    """Step time and compile time of eager, inductor and cuxla training."""
-    import copy
+class _Child:
+    """One backend's training process: its first step (the compile) is timed
+    as it starts; `run` times more steps; `report` gives its memory and what
+    ran in XLA."""
 
+    def __init__(self, model: str, backend: str, size: str, env: dict):
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "cuxla._bench.train_child", model, backend, size],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        self.started = self._answer()
+        self.last_loss = self.started["loss"]
+
+    def ask(self, command: str) -> dict:
+        self.process.stdin.write(command + "\n")
+        self.process.stdin.flush()
+        return self._answer()
+
+    def close(self) -> None:
+        self.process.stdin.write("exit\n")
+        self.process.stdin.close()
+        self.process.wait()
+
+    def _answer(self) -> dict:
+        for line in self.process.stdout:
+            if line.startswith("{"):
+                return json.loads(line)
+        raise RuntimeError(f"the training process ({' '.join(self.process.args[3:])}) ended with exit code "
+                           f"{self.process.wait()} (its error is above)")
+
+
+def train(models: list[str], backends: list[str], rounds: int, steps: int, out_dir: str) -> int:
     import torch
 
-    from .. import _models
-
     cuda = torch.cuda.is_available()
-    device = "cuda" if cuda else "cpu"
     size = "base" if cuda else "tiny"
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
     card = torch.cuda.get_device_name() if cuda else "CPU"
-    print(f"cuxla bench train on {card}: {size} models, {steps} AdamW steps each; "
-          "first step (compile) and p50 of the rest")
+    print(f"cuxla bench train on {card}: {size} models, {rounds} rounds of {steps} AdamW steps per backend, "
+          "backends taking turns, TF32 off for all", flush=True)
     rows = []
-    for name in models:
-        base = _models.WORKLOADS[name](device, size)
-        for backend in backends:
-            workload = copy.deepcopy(base)
-            torch._dynamo.reset()
-            if cuda:
-                torch.cuda.reset_peak_memory_stats()
-            times: list[float] = []
-            clock = [time.perf_counter()]
-
-            def on_step(step, loss, times=times, clock=clock):
-                sync()
-                now = time.perf_counter()
-                times.append(now - clock[0])
-                clock[0] = now
-
-            losses = _models.train(workload, steps, None if backend == "eager" else backend, on_step)
-            steady = statistics.median(times[2:]) if len(times) > 2 else times[-1]
-            row = {"model": name, "backend": backend, "first_step_s": times[0], "step_ms": steady * 1e3,
-                   "compile_s": max(times[0] - steady, 0.0), "final_loss": losses[-1],
-                   "peak_torch_gib": torch.cuda.max_memory_allocated() / 2**30 if cuda else None,
-                   # XLA's peak since its client started (the backends share it).
-                   "peak_xla_gib": _xla_peak_gib() if cuda else None}
-            rows.append(row)
-            print(f"  {name:5s} {backend:9s} step {row['step_ms']:9.2f} ms   compile {row['compile_s']:7.2f} s   "
-                  f"loss {losses[0]:.4f} -> {losses[-1]:.4f}"
-                  + (f"   peak memory torch {row['peak_torch_gib']:.2f} GiB, XLA {row['peak_xla_gib']:.2f} GiB"
-                     if cuda else ""), flush=True)
-            del workload
-    writers.write_train(rows, card, pathlib.Path(out_dir))
+    with tempfile.TemporaryDirectory(prefix="cuxla-bench-train-") as caches:
+        # Compile caches of this run only: the first process compiles cold.
+        env = {**os.environ, "CUXLA_CACHE_DIR": f"{caches}/cuxla",
+               "TORCHINDUCTOR_CACHE_DIR": f"{caches}/inductor", "TRITON_CACHE_DIR": f"{caches}/triton"}
+        for model in models:
+            children = {}
+            for backend in backends:  # one at a time: compiles do not overlap
+                print(f"  {model} {backend}: first step (compile)", flush=True)
+                children[backend] = _Child(model, backend, size, env)
+            times: dict[str, list[float]] = {b: [] for b in backends}
+            for r in range(rounds):
+                for backend in backends[r % len(backends):] + backends[:r % len(backends)]:
+                    answer = children[backend].ask(f"run {steps}")
+                    times[backend] += answer["step_s"]
+                    children[backend].last_loss = answer["loss"]
+                print(f"  {model}: round {r + 1}/{rounds} done", flush=True)
+            for backend, child in children.items():
+                report = child.ask("report")
+                child.close()
+                step_s = statistics.median(times[backend])
+                warm_s = None
+                if backend != "eager":  # a second process, from the caches the first left
+                    warm = _Child(model, backend, size, env)
+                    warm_s = max(warm.started["first_step_s"] - step_s, 0.0)
+                    warm.close()
+                rows.append(_row(model, backend, child, report, step_s, warm_s))
+                _print_row(rows[-1])
+    writers.write_train(rows, card, rounds, steps, pathlib.Path(out_dir))
     return 0
 
 
-def _xla_peak_gib() -> float:
-    stats = cuxla._client.client_for_platform("cuda").memory_stats() or {}
-    return (stats.get("peak_bytes_in_use") or 0) / 2**30
+def _row(model: str, backend: str, child: _Child, report: dict, step_s: float, warm_s: float | None) -> dict:
+    tokens = child.started["tokens"]
+    peak = report["peak_torch_gib"]
+    return {"model": model, "backend": backend, "step_ms": step_s * 1e3,
+            "tokens_per_s": tokens / step_s if tokens else None,
+            "cold_compile_s": max(child.started["first_step_s"] - step_s, 0.0), "warm_compile_s": warm_s,
+            "peak_gib": None if peak is None else peak + report["peak_xla_gib"],
+            "peak_torch_gib": peak, "peak_xla_gib": report["peak_xla_gib"],
+            "xla_op_share": report["xla_ops"] / report["aten_ops"] if report.get("aten_ops") else None,
+            "xla_programs": report["xla_programs"], "graphs": report["graphs"],
+            "graph_breaks": report["graph_breaks"], "first_loss": child.started["loss"],
+            "final_loss": child.last_loss}
+
+
+def _print_row(r: dict) -> None:
+    line = f"  {r['model']:6s} {r['backend']:9s} step {r['step_ms']:9.2f} ms   compile cold {r['cold_compile_s']:7.2f} s"
+    if r["warm_compile_s"] is not None:
+        line += f", warm {r['warm_compile_s']:6.2f} s"
+    if r["tokens_per_s"]:
+        line += f"   {r['tokens_per_s']:,.0f} tokens/s"
+    if r["peak_gib"] is not None:
+        line += f"   peak {r['peak_gib']:.2f} GiB (XLA {r['peak_xla_gib']:.2f})"
+    if r["xla_op_share"] is not None:
+        line += f"   in XLA {100 * r['xla_op_share']:.0f}% of ATen ops"
+    print(line + f"   loss {r['first_loss']:.4f} -> {r['final_loss']:.4f}", flush=True)

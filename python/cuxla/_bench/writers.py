@@ -88,40 +88,47 @@ def write_scale(rows: list[dict], card: str, out_dir: pathlib.Path) -> None:
     save(out_dir, "scale", card, rows, lines, fig)
 
 
-def write_train(rows: list[dict], card: str, out_dir: pathlib.Path) -> None:
-    lines = [f"Training step and compile time on {card}", "",
-             "| model | backend | step (ms, p50) | compile (s) | final loss | peak torch memory (GiB) | XLA peak so far (GiB) |",
-             "|---|---|---|---|---|---|---|"]
+def write_train(rows: list[dict], card: str, rounds: int, steps: int, out_dir: pathlib.Path) -> None:
+    lines = [f"Training on {card}: {rounds} rounds of {steps} AdamW steps per backend, the backends taking turns, "
+             "each in a process of its own; TF32 off for all. Step: median of all timed steps. Compile: the first "
+             "step's excess over it, cold (empty caches) and warm (a second process, the first's caches). Peak: "
+             "PyTorch's and XLA's peak allocations, added.", "",
+             "| model | backend | step (ms) | tokens/s | peak memory (GiB) | compile cold (s) | compile warm (s) | "
+             "ATen ops in XLA | graph breaks | loss first -> last |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        peak = "-" if r["peak_torch_gib"] is None else f"{r['peak_torch_gib']:.2f}"
-        xla = "-" if r["peak_xla_gib"] is None else f"{r['peak_xla_gib']:.2f}"
-        lines.append(f"| {r['model']} | {r['backend']} | {r['step_ms']:.2f} | {r['compile_s']:.2f} | "
-                     f"{r['final_loss']:.4f} | {peak} | {xla} |")
+        share = "-" if r["xla_op_share"] is None else f"{100 * r['xla_op_share']:.1f}%"
+        lines.append(f"| {r['model']} | {r['backend']} | {r['step_ms']:.2f} | {_cell(r['tokens_per_s'], ',.0f')} | "
+                     f"{_cell(r['peak_gib'], '.2f')} | {r['cold_compile_s']:.2f} | {_cell(r['warm_compile_s'], '.2f')} | "
+                     f"{share} | {r['graph_breaks']} | {r['first_loss']:.4f} -> {r['final_loss']:.4f} |")
     models = list(dict.fromkeys(r["model"] for r in rows))
     backends = list(dict.fromkeys(r["backend"] for r in rows))
-    fig, (ax_step, ax_compile) = pyplot().subplots(1, 2, figsize=(11, 4.5))
+    panels = [("step time (ms)", "step_ms"), ("cold compile (s)", "cold_compile_s")]
+    if any(r["peak_gib"] is not None for r in rows):
+        panels.append(("peak memory, PyTorch + XLA (GiB)", "peak_gib"))
+    fig, axes = pyplot().subplots(1, len(panels), figsize=(5 * len(panels), 4.5))
     width = 0.8 / len(backends)
-    for i, backend in enumerate(backends):
-        xs = [m + i * width for m in range(len(models))]
-        by_model = {r["model"]: r for r in rows if r["backend"] == backend}
-        ax_step.bar(xs, [by_model[m]["step_ms"] for m in models], width, label=backend)
-        ax_compile.bar(xs, [by_model[m]["compile_s"] for m in models], width, label=backend)
-    for ax, title in ((ax_step, "step time (ms, p50)"), (ax_compile, "compile time (s)")):
+    for ax, (title, key) in zip(axes, panels):
+        for i, backend in enumerate(backends):
+            by_model = {r["model"]: r for r in rows if r["backend"] == backend}
+            ax.bar([m + i * width for m in range(len(models))], [by_model[m][key] or 0 for m in models], width,
+                   label=backend)
         ax.set_xticks([m + width * (len(backends) - 1) / 2 for m in range(len(models))], models)
         ax.set_title(title)
-        ax.set_yscale("log")
+        if key == "cold_compile_s":  # eager's is near 0, the compilers' tens of seconds
+            ax.set_yscale("log")
         ax.legend(fontsize=8)
     fig.suptitle(f"Training with torch.compile backends, {card}")
     save(out_dir, "train", card, rows, lines, fig)
 
 
+def _cell(value, form: str) -> str:
+    return "-" if value is None else format(value, form)
+
+
 VERDICT_COLOURS = {"pass": "tab:green", "wrong result": "tab:orange", "error": "tab:red",
                    "eager failed": "tab:purple", "timeout": "tab:brown", "crashed": "black",
                    "not in transformers": "lightgrey"}
-
-
-def _cell(value, form: str) -> str:
-    return "-" if value is None else format(value, form)
 
 
 def _top_fallbacks(row: dict) -> str:

@@ -1,0 +1,75 @@
+"""One backend's training for `bench train`, in a process of its own, so that
+its compile is cold (or warm, from the caches an earlier process left) and its
+peak memory its own. Steered over stdin by `train.py`; each command is
+answered with one JSON line on stdout.
+
+    python -m cuxla._bench.train_child MODEL BACKEND SIZE
+    (answers the first step's time, then)  run N | report | exit
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+
+def main(model_name: str, backend: str, size: str) -> int:
+    import torch
+
+    from .. import _models, _zoo
+
+    cuda = torch.cuda.is_available()
+    device = "cuda" if cuda else "cpu"
+    # Every backend at one precision: XLA's float32 products are full float32.
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    # One-time imports are not the model's compile: made before the clock runs.
+    if backend == "cuxla":
+        import cuxla.dynamo
+
+        from .. import _torchax
+
+        _torchax.environment()
+    elif backend == "inductor":
+        import torch._inductor.compile_fx  # noqa: F401
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+
+    workload = _models.WORKLOADS[model_name](device, size)
+    step_model = workload.model if backend == "eager" else torch.compile(workload.model, backend=backend)
+    optimizer = torch.optim.AdamW(workload.model.parameters(), lr=1e-4)
+
+    def timed_step() -> tuple[float, float]:
+        start = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        loss = workload.loss(step_model, workload.batch)
+        loss.backward()
+        optimizer.step()
+        sync()
+        return time.perf_counter() - start, loss.item()
+
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    first_s, loss = timed_step()
+    _answer({"first_step_s": first_s, "loss": loss, "tokens": workload.tokens})
+    for line in sys.stdin:
+        command, *argument = line.split()
+        if command == "run":
+            steps = [timed_step() for _ in range(int(argument[0]))]
+            _answer({"step_s": [s for s, _ in steps], "loss": steps[-1][1]})
+        elif command == "report":
+            report = cuxla.dynamo.report() if backend == "cuxla" else {}
+            _answer({"peak_torch_gib": torch.cuda.max_memory_allocated() / 2**30 if cuda else None,
+                     "peak_xla_gib": _zoo._xla_peak_mib() / 2**10 if cuda and backend == "cuxla" else 0.0,
+                     "graph_breaks": sum(torch._dynamo.utils.counters["graph_break"].values()),
+                     "graphs": report.get("graphs"), "xla_programs": report.get("xla_programs"),
+                     "aten_ops": report.get("aten_ops"), "xla_ops": report.get("xla_ops")})
+        elif command == "exit":
+            break
+    return 0
+
+
+def _answer(values: dict) -> None:
+    print(json.dumps(values), flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:4]))
