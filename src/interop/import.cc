@@ -170,7 +170,7 @@ Array ImportDLPack(const std::shared_ptr<const ClientState>& state,
                            std::to_string(alignment) + " bytes as XLA needs, and copy=False");
     std::vector<int64_t> element_strides =
         strides.empty() ? CompactStrides(dims, *layout) : std::vector<int64_t>(strides.begin(), strides.end());
-    StridedTensor strided{data, dtype, dims, element_strides, options.order.read.ready_stream};
+    StridedTensor strided{data, dtype, dims, element_strides, options.order.read};
     array.emplace(CopyStrided(state, source, strided, &CallDeleter, owner.release()));
   }
   if (!to_elsewhere) return std::move(*array);

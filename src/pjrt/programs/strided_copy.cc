@@ -73,7 +73,7 @@ Array CopyStrided(const std::shared_ptr<const ClientState>& state, const Device&
   flat.dims = {span};
   flat.on_delete = release;  // after the copy below has read the memory
   flat.on_delete_arg = release_arg;
-  flat.order.ready_stream = tensor.ready_stream;
+  flat.order = tensor.order;
   std::optional<Array> source;
   try {
     if ((first - base) % item != 0)
@@ -98,7 +98,7 @@ Array RowMajor(const Array& array) {
   // buffer alive until that view is done with it.
   auto* reference = new Array::ExternalReference(array);
   const std::vector<int64_t> strides = CompactStrides(array.dims(), array.layout());
-  StridedTensor tensor{reference->data(), array.dtype(), array.dims(), strides};
+  StridedTensor tensor{reference->data(), array.dtype(), array.dims(), strides, {}};
   if (array.device().platform == Platform::kCuda) {
     // The second view is read only once the array is ready (a view may still
     // wait for its producer's writes): the stream the copy runs on waits for
@@ -107,8 +107,8 @@ Array RowMajor(const Array& array) {
     try {
       const ClientState& state = *array.state();
       const intptr_t compute = state.compute_stream(array.device()).stream;
-      tensor.ready_stream = compute != 0 ? 0 : state.ExternalReadyStream(array.device());
-      array.WaitUntilReadyOnStream(compute != 0 ? compute : tensor.ready_stream);
+      tensor.order.ready_stream = compute != 0 ? 0 : state.ExternalReadyStream(array.device());
+      array.WaitUntilReadyOnStream(compute != 0 ? compute : tensor.order.ready_stream);
     } catch (...) {
       delete reference;
       throw;

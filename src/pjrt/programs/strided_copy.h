@@ -8,6 +8,7 @@
 #include <span>
 
 #include "pjrt/array.h"
+#include "pjrt/stream_order.h"
 
 namespace cuxla::pjrt {
 
@@ -18,10 +19,9 @@ struct StridedTensor {
   DType dtype;
   std::span<const int64_t> dims;
   std::span<const int64_t> strides;  // in elements
-  // CUDA: an XLA external-ready stream already ordered after the data's
-  // writers (pjrt/stream_order.h); the copy waits for it. 0: nothing
-  // pending, or the compute stream the copy runs on already waits.
-  intptr_t ready_stream = 0;
+  // CUDA: what the copy, a program, waits for before it reads the data
+  // (pjrt/stream_order.h).
+  ReadOrder order;
 };
 
 // A compact row-major copy of `tensor` on `device`. The source memory must
