@@ -155,6 +155,16 @@ def has_lowering(target) -> bool:
     return True
 
 
+def lowering_name(target) -> str:
+    """The qualified name of the function `target` lowers by ("" when none):
+    part of what a cached lowering is keyed by."""
+    try:
+        func = environment()._get_op_or_decomp(target).func
+    except Exception:  # no lowering, or a target torchax cannot look up
+        return ""
+    return f"{getattr(func, '__module__', '')}.{getattr(func, '__qualname__', repr(func))}"
+
+
 def drop_device_moves(graph: torch.fx.GraphModule) -> None:
     """Inside one XLA program every tensor is on the program's device: a
     copy "to" a device (what `.to(tensor.device)` traces to) is a dtype

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import hashlib
+import json
 import logging
 import operator
 import threading
@@ -48,7 +50,8 @@ _RANDOM_TAG = torch.Tag.nondeterministic_seeded
 
 _lock = threading.Lock()
 _fallbacks: collections.Counter[tuple[str, str]] = collections.Counter()
-_STATS = {"graphs": 0, "xla_programs": 0, "aten_ops": 0, "xla_ops": 0, "lowering_s": 0.0, "compile_s": 0.0}
+_STATS = {"graphs": 0, "xla_programs": 0, "aten_ops": 0, "xla_ops": 0, "lowerings_from_cache": 0, "lowering_s": 0.0,
+          "compile_s": 0.0}
 _stats = dict(_STATS)
 
 
@@ -188,20 +191,26 @@ class _XlaProgram:
             specs.append(jax.ShapeDtypeStruct((), jax.numpy.int64))
         platform = "cuda" if self.device.type == "cuda" else "cpu"
         start = time.perf_counter()
-        with _torchax.lowering_context(platform):
-            # keep_unused: the program takes every input the graph is called with.
-            lowered = jax.jit(run_graph, keep_unused=True).trace(*specs).lower(lowering_platforms=(platform,))
-            program = lowered.as_text()
-            # Outputs that are not tensors (None gradients) or passed through
-            # are not in the program: remember where they go.
-            out_tree = lowered.out_info
+        cache_key = _lowering_key(gm, inputs, out_dtypes, platform)
+        cached = _lowered_from_cache(cache_key)
+        if cached is not None:
+            program, self.out_slots = cached
+        else:
+            with _torchax.lowering_context(platform):
+                # keep_unused: the program takes every input the graph is called with.
+                lowered = jax.jit(run_graph, keep_unused=True).trace(*specs).lower(lowering_platforms=(platform,))
+                program = lowered.as_text()
+                # Outputs that are not tensors (None gradients) or passed
+                # through are not in the program: remember where they go.
+                self.out_slots = [o is not None for o in lowered.out_info]
+            cuxla._cuxla.compile_cache_store(cache_key, json.dumps([program, self.out_slots]).encode())
         lowered_at = time.perf_counter()
-        self.out_slots = [o is not None for o in out_tree]
         self.executable = cuxla.compile(program, client=cuxla._client.client_for_platform(platform))
         if not count:
             return
         with _lock:
             _stats["xla_programs"] += 1
+            _stats["lowerings_from_cache"] += cached is not None
             _stats["lowering_s"] += lowered_at - start
             _stats["compile_s"] += time.perf_counter() - lowered_at
 
@@ -218,6 +227,32 @@ class _XlaProgram:
         produced = iter(cuxla_torch.call(self.executable, *args))
         return [next(produced) if slot else given[self.passed_through[i]] if i in self.passed_through else None
                 for i, slot in enumerate(self.out_slots)]
+
+
+def _lowering_key(gm: torch.fx.GraphModule, inputs: Sequence[torch.Tensor], out_dtypes: list,
+                  platform: str) -> bytes:
+    """What a graph's StableHLO follows from: the graph's code (its ops and
+    their arguments), the function each op lowers by, its inputs' shapes,
+    dtypes and strides, its outputs' dtypes, the platform, and the versions of
+    everything that lowers it."""
+    import jax
+    import torchax  # imported already: the lowering context made its environment
+
+    versions = [cuxla.__version__, torch.__version__, jax.__version__, torchax.__version__]
+    lowerings = sorted({_torchax.lowering_name(n.target) for n in gm.graph.nodes if _is_aten_op(n)})
+    described = [platform, *versions, gm.code, lowerings,
+                 [(tuple(t.shape), str(t.dtype), tuple(t.stride())) for t in inputs], [str(d) for d in out_dtypes]]
+    return b"cuxla: torch.compile graph lowered to StableHLO\0" + hashlib.sha256(
+        json.dumps(described).encode()).hexdigest().encode()
+
+
+def _lowered_from_cache(key: bytes) -> tuple[str, list[bool]] | None:
+    """The StableHLO and output slots a process before lowered for `key`."""
+    entry = cuxla._cuxla.compile_cache_load(key)
+    if entry is None:
+        return None
+    program, out_slots = json.loads(entry)
+    return program, out_slots
 
 
 def _constants_as_inputs(gm: torch.fx.GraphModule) -> list[torch.Tensor]:

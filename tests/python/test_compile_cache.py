@@ -1,6 +1,7 @@
 """The on-disk compile cache: later processes load what earlier ones compiled;
 damaged entries are compiled again; off when CUXLA_CACHE_DIR is empty;
 concurrent writers; the size bound."""
+import importlib.util
 import json
 import os
 import subprocess
@@ -131,3 +132,34 @@ def test_size_bound_evicts_oldest(tmp_path):
     stats = _run(bounded, count=4, CUXLA_CACHE_MAX_BYTES=str(bound))
     assert stats["evictions"] >= 1
     assert sum(e.stat().st_size for e in _entries(bounded)) <= bound
+
+
+# Two compiled training steps of the tiny BERT in a fresh process; prints
+# the losses and what the backend took from the cache.
+_TORCH_SCRIPT = r"""
+import json
+import cuxla.dynamo
+from cuxla import _cuxla, _models
+losses = _models.train(_models.bert("cpu", "tiny"), 2, compile_backend="cuxla")
+report = cuxla.dynamo.report()
+print(json.dumps({"losses": losses, "programs": report["xla_programs"],
+                  "lowered_from_cache": report["lowerings_from_cache"], **_cuxla.compile_cache_stats()}))
+"""
+
+
+def test_second_process_takes_torch_compiles_lowering_and_executable_from_disk(tmp_path):
+    if not all(importlib.util.find_spec(m) for m in ("torch", "torchax", "transformers")):
+        pytest.skip("needs the compile extra (torchax) and transformers")
+
+    def run():
+        proc = subprocess.run([sys.executable, "-c", _TORCH_SCRIPT], env=dict(os.environ, CUXLA_CACHE_DIR=str(tmp_path)),
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    first, second = run(), run()
+    assert first["programs"] >= 2 and first["lowered_from_cache"] == 0
+    assert second["lowered_from_cache"] == second["programs"] == first["programs"]
+    if first["stores"] > first["programs"]:  # the plugin serializes executables too
+        assert second["hits"] == second["programs"] and second["misses"] == 0
+    assert second["losses"] == first["losses"]
