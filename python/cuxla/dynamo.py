@@ -51,14 +51,16 @@ _RANDOM_TAG = torch.Tag.nondeterministic_seeded
 _lock = threading.Lock()
 _fallbacks: collections.Counter[tuple[str, str]] = collections.Counter()
 _STATS = {"graphs": 0, "xla_programs": 0, "aten_ops": 0, "xla_ops": 0, "lowerings_from_cache": 0, "lowering_s": 0.0,
-          "compile_s": 0.0}
+          "compile_s": 0.0, "program_calls": 0, "call_s": 0.0}
 _stats = dict(_STATS)
 
 
 def report() -> dict[str, Any]:
     """What the backend did so far: graphs compiled, XLA programs made, ATen
     ops in those graphs and how many of them run in XLA, time spent lowering
-    and compiling, and every op that runs in PyTorch, with why."""
+    and compiling, the programs' calls and the host's time in them (handing
+    over and launching; XLA's device work runs on after), and every op that
+    runs in PyTorch, with why."""
     with _lock:
         return {
             **_stats,
@@ -215,6 +217,7 @@ class _XlaProgram:
             _stats["compile_s"] += time.perf_counter() - lowered_at
 
     def __call__(self, *args: torch.Tensor) -> list[torch.Tensor | None]:
+        start = time.perf_counter()
         given = args
         if self.moved:
             args = list(args)
@@ -225,8 +228,12 @@ class _XlaProgram:
             # PyTorch's generator for the device gives the seed: manual_seed repeats the draws.
             args = (*args, torch.randint(0, 2**62, (), dtype=torch.int64, device=self.device))
         produced = iter(cuxla_torch.call(self.executable, *args))
-        return [next(produced) if slot else given[self.passed_through[i]] if i in self.passed_through else None
-                for i, slot in enumerate(self.out_slots)]
+        outputs = [next(produced) if slot else given[self.passed_through[i]] if i in self.passed_through else None
+                   for i, slot in enumerate(self.out_slots)]
+        with _lock:  # the host's share of a step: launching XLA's work, not waiting for it
+            _stats["program_calls"] += 1
+            _stats["call_s"] += time.perf_counter() - start
+        return outputs
 
 
 def _lowering_key(gm: torch.fx.GraphModule, inputs: Sequence[torch.Tensor], out_dtypes: list,

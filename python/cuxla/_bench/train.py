@@ -102,7 +102,9 @@ def _row(model: str, backend: str, child: _Child, report: dict, step_s: float, w
             "peak_torch_gib": peak, "peak_xla_gib": report["peak_xla_gib"],
             "xla_op_share": report["xla_ops"] / report["aten_ops"] if report.get("aten_ops") else None,
             "xla_programs": report["xla_programs"], "graphs": report["graphs"],
-            "graph_breaks": report["graph_breaks"], "first_loss": child.started["loss"],
+            "graph_breaks": report["graph_breaks"], "xla_calls_per_step": report["xla_calls_per_step"],
+            "host_ms_in_xla_calls_per_step": report["host_ms_in_xla_calls_per_step"],
+            "first_loss": child.started["loss"],
             "final_loss": child.last_loss}
 
 
@@ -115,5 +117,6 @@ def _print_row(r: dict) -> None:
     if r["peak_gib"] is not None:
         line += f"   peak {r['peak_gib']:.2f} GiB (XLA {r['peak_xla_gib']:.2f})"
     if r["xla_op_share"] is not None:
-        line += f"   in XLA {100 * r['xla_op_share']:.0f}% of ATen ops"
+        line += (f"   in XLA {100 * r['xla_op_share']:.0f}% of ATen ops, {r['xla_calls_per_step']:.0f} calls a step "
+                 f"taking the host {r['host_ms_in_xla_calls_per_step']:.2f} ms")
     print(line + f"   loss {r['first_loss']:.4f} -> {r['final_loss']:.4f}", flush=True)

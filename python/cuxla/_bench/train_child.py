@@ -49,15 +49,20 @@ def main(model_name: str, backend: str, size: str) -> int:
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     first_s, loss = timed_step()
+    calls_before = _xla_calls(backend)  # the steps after the first: what one step costs
+    timed_steps = 0
     _answer({"first_step_s": first_s, "loss": loss, "tokens": workload.tokens})
     for line in sys.stdin:
         command, *argument = line.split()
         if command == "run":
             steps = [timed_step() for _ in range(int(argument[0]))]
+            timed_steps += len(steps)
             _answer({"step_s": [s for s, _ in steps], "loss": steps[-1][1]})
         elif command == "report":
             report = cuxla.dynamo.report() if backend == "cuxla" else {}
-            _answer({"peak_torch_gib": torch.cuda.max_memory_allocated() / 2**30 if cuda else None,
+            calls, call_s = (now - before for now, before in zip(_xla_calls(backend), calls_before))
+            _answer({"xla_calls_per_step": calls / timed_steps if report else None,
+                     "host_ms_in_xla_calls_per_step": 1e3 * call_s / timed_steps if report else None,"peak_torch_gib": torch.cuda.max_memory_allocated() / 2**30 if cuda else None,
                      "peak_xla_gib": _zoo._xla_peak_mib() / 2**10 if cuda and backend == "cuxla" else 0.0,
                      "graph_breaks": sum(torch._dynamo.utils.counters["graph_break"].values()),
                      "graphs": report.get("graphs"), "xla_programs": report.get("xla_programs"),
@@ -65,6 +70,16 @@ def main(model_name: str, backend: str, size: str) -> int:
         elif command == "exit":
             break
     return 0
+
+
+def _xla_calls(backend: str) -> tuple[int, float]:
+    """XLA program calls so far and the host's seconds in them."""
+    if backend != "cuxla":
+        return 0, 0.0
+    import cuxla.dynamo
+
+    report = cuxla.dynamo.report()
+    return report["program_calls"], report["call_s"]
 
 
 def _answer(values: dict) -> None:
