@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import hashlib
 import json
 import logging
 import operator
+import pathlib
+import sys
 import threading
 import time
 from typing import Any, Callable, Sequence
@@ -163,9 +166,11 @@ class _XlaProgram:
             constants = [c.to(self.device) for c in _constants_as_inputs(gm)]
         # XLA arrays once (a view each, or an empty buffer), not an import per call.
         self.constants = [cuxla.from_dlpack(c) for c in constants]
-        # Outputs that are inputs unchanged (saved for the backward) are
-        # handed back as the input itself, as eager does: not a copy in XLA.
-        self.passed_through = _passed_through_inputs(gm, len(inputs))
+        # Outputs that are inputs, or views of them (what the forward saves
+        # for the backward: a weight transposed, an activation reshaped), are
+        # made in PyTorch at each call, as eager makes them: views sharing the
+        # input's memory, not copies written by XLA.
+        self.input_views = _views_of_inputs(gm, len(inputs))
         inputs = [*inputs, *constants]
         self.random = any(_is_random(n) for n in gm.graph.nodes if n.op == "call_function")
 
@@ -183,7 +188,7 @@ class _XlaProgram:
             outputs = outputs if isinstance(outputs, (list, tuple)) else (outputs,)
             # In PyTorch's dtypes: a lowering may give another (JAX's top_k
             # gives int32 indices where PyTorch's are int64).
-            return [None if o is None or i in self.passed_through else o if want is None else o.astype(want)
+            return [None if o is None or i in self.input_views else o if want is None else o.astype(want)
                     for i, (o, want) in enumerate(zip(env.t2j_iso(tuple(outputs)), out_dtypes))]
 
         out_dtypes = [_torchax.jax_dtype(t.dtype) if isinstance(t, torch.Tensor) else None
@@ -193,7 +198,7 @@ class _XlaProgram:
             specs.append(jax.ShapeDtypeStruct((), jax.numpy.int64))
         platform = "cuda" if self.device.type == "cuda" else "cpu"
         start = time.perf_counter()
-        cache_key = _lowering_key(gm, inputs, out_dtypes, platform)
+        cache_key = _lowering_key(gm, inputs, out_dtypes, sorted(self.input_views), platform)
         cached = _lowered_from_cache(cache_key)
         if cached is not None:
             program, self.out_slots = cached
@@ -228,7 +233,7 @@ class _XlaProgram:
             # PyTorch's generator for the device gives the seed: manual_seed repeats the draws.
             args = (*args, torch.randint(0, 2**62, (), dtype=torch.int64, device=self.device))
         produced = iter(cuxla_torch.call(self.executable, *args))
-        outputs = [next(produced) if slot else given[self.passed_through[i]] if i in self.passed_through else None
+        outputs = [next(produced) if slot else _replay(self.input_views[i], given) if i in self.input_views else None
                    for i, slot in enumerate(self.out_slots)]
         with _lock:  # the host's share of a step: launching XLA's work, not waiting for it
             _stats["program_calls"] += 1
@@ -237,20 +242,34 @@ class _XlaProgram:
 
 
 def _lowering_key(gm: torch.fx.GraphModule, inputs: Sequence[torch.Tensor], out_dtypes: list,
-                  platform: str) -> bytes:
+                  left_out: list[int], platform: str) -> bytes:
     """What a graph's StableHLO follows from: the graph's code (its ops and
     their arguments), the function each op lowers by, its inputs' shapes,
-    dtypes and strides, its outputs' dtypes, the platform, and the versions of
-    everything that lowers it."""
+    dtypes and strides, its outputs' dtypes and those left out of the
+    program, the platform, the versions of PyTorch, JAX and torchax, and the
+    source of cuxla's own lowering code."""
     import jax
     import torchax  # imported already: the lowering context made its environment
 
-    versions = [cuxla.__version__, torch.__version__, jax.__version__, torchax.__version__]
+    versions = [_lowering_source_digest(), torch.__version__, jax.__version__, torchax.__version__]
     lowerings = sorted({_torchax.lowering_name(n.target) for n in gm.graph.nodes if _is_aten_op(n)})
     described = [platform, *versions, gm.code, lowerings,
-                 [(tuple(t.shape), str(t.dtype), tuple(t.stride())) for t in inputs], [str(d) for d in out_dtypes]]
+                 [(tuple(t.shape), str(t.dtype), tuple(t.stride())) for t in inputs], [str(d) for d in out_dtypes],
+                 left_out]
     return b"cuxla: torch.compile graph lowered to StableHLO\0" + hashlib.sha256(
         json.dumps(described).encode()).hexdigest().encode()
+
+
+@functools.cache
+def _lowering_source_digest() -> str:
+    """A digest of the modules that turn a graph into StableHLO: a lowering
+    cached by other code (another cuxla, an edited one) is not taken."""
+    from . import _attention, _lowerings
+
+    digest = hashlib.sha256()
+    for module in (sys.modules[__name__], _torchax, _lowerings, _attention):
+        digest.update(pathlib.Path(module.__file__).read_bytes())
+    return digest.hexdigest()
 
 
 def _lowered_from_cache(key: bytes) -> tuple[str, list[bool]] | None:
@@ -292,13 +311,58 @@ def _device_of(gm: torch.fx.GraphModule, inputs: Sequence[torch.Tensor]) -> torc
     return next((t.device for t in values if t.device.type != "cpu"), torch.device("cpu"))
 
 
-def _passed_through_inputs(gm: torch.fx.GraphModule, inputs: int) -> dict[int, int]:
-    """Output position -> input position, for the graph's outputs that are
-    one of its first `inputs` inputs, unchanged."""
+# The ATen ops that give their first argument's memory another shape: what
+# they make of a contiguous input is contiguous and starts where it does, so
+# XLA reads it in place. (A transposed or sliced view would be copied before
+# a program reads it: such outputs are better made by XLA, in one program.)
+_RESHAPING_OPS = {
+    torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default, torch.ops.aten.reshape.default,
+    torch.ops.aten.alias.default, torch.ops.aten.unsqueeze.default, torch.ops.aten.squeeze.dim,
+    torch.ops.aten.squeeze.dims,
+}
+
+# An output made from input `input` by reshaping ops, each (op, its other arguments, keywords).
+_InputView = tuple[int, list[tuple[Callable, tuple, dict]]]
+
+
+def _views_of_inputs(gm: torch.fx.GraphModule, inputs: int) -> dict[int, _InputView]:
+    """Output position -> how it is made from one of the graph's first
+    `inputs` inputs, for the outputs that are such an input itself (no ops),
+    or a contiguous result of reshaping ops on one, with constant arguments."""
     placeholders = {n: i for i, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder") if i < inputs}
     (output,) = [n for n in gm.graph.nodes if n.op == "output"]
     values = output.args[0] if isinstance(output.args[0], (list, tuple)) else [output.args[0]]
-    return {i: placeholders[v] for i, v in enumerate(values) if v in placeholders}
+    views = {}
+    for position, node in enumerate(values):
+        chain, made = [], node
+        while (isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target in _RESHAPING_OPS
+               and isinstance(node.args[0], torch.fx.Node) and _constant_arguments(node)):
+            chain.append((node.target, tuple(node.args[1:]), dict(node.kwargs)))
+            node = node.args[0]
+        if node in placeholders and (not chain or all(_contiguous(n) for n in (node, made))):
+            views[position] = (placeholders[node], chain[::-1])
+    return views
+
+
+def _contiguous(node: torch.fx.Node) -> bool:
+    value = node.meta.get("val")
+    return isinstance(value, torch.Tensor) and value.is_contiguous()
+
+
+def _constant_arguments(node: torch.fx.Node) -> bool:
+    """Whether `node`'s arguments after the first hold no graph value."""
+    found = []
+    torch.fx.node.map_arg((node.args[1:], node.kwargs), found.append)
+    return not found
+
+
+def _replay(view: _InputView, given: Sequence[torch.Tensor]) -> torch.Tensor:
+    """An output of `_views_of_inputs`, made from the call's inputs."""
+    position, chain = view
+    tensor = given[position]
+    for op, args, kwargs in chain:
+        tensor = op(tensor, *args, **kwargs)
+    return tensor
 
 
 def _output_values(gm: torch.fx.GraphModule) -> list:

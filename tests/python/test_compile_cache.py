@@ -161,5 +161,5 @@ def test_second_process_takes_torch_compiles_lowering_and_executable_from_disk(t
     assert first["programs"] >= 2 and first["lowered_from_cache"] == 0
     assert second["lowered_from_cache"] == second["programs"] == first["programs"]
     if first["stores"] > first["programs"]:  # the plugin serializes executables too
-        assert second["hits"] == second["programs"] and second["misses"] == 0
+        assert second["hits"] >= second["programs"] and second["misses"] == 0  # cuxla's own copies too
     assert second["losses"] == first["losses"]

@@ -275,6 +275,21 @@ def test_inputs_saved_for_the_backward_are_the_inputs_not_copies(tdev):
     torch.testing.assert_close(x.grad, w.detach())
 
 
+def test_inputs_reshaped_for_the_backward_are_views_not_copies(tdev):
+    # The forward saves its input reshaped (for the weight's gradient): a
+    # view of the input's memory, as in eager, not a copy written by XLA.
+    x = torch.randn(2, 3, 8, device=tdev)
+    w = torch.randn(8, 4, device=tdev, requires_grad=True)
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        torch.compile(lambda x, w: (x.reshape(6, 8) @ w).sum(), backend="cuxla")(x, w).backward()
+    views = [t for t in saved if t.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()]
+    assert [tuple(t.shape) for t in views] == [(6, 8)], [(t.shape, t.data_ptr()) for t in saved]
+    report = cuxla.dynamo.report()
+    assert report["xla_ops"] == report["aten_ops"] > 0, report
+    torch.testing.assert_close(w.grad, x.reshape(6, 8).sum(0)[:, None].expand(8, 4))
+
+
 def test_as_strided_of_a_permuted_tensor_reads_its_storage(tdev):
     # as_strided indexes storage: on a transposed input it reads across the
     # transpose (Longformer's sliding windows do this).
