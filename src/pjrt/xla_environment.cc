@@ -1,6 +1,7 @@
 #include "pjrt/xla_environment.h"
 
 #include <cstdlib>
+#include <initializer_list>
 #include <string_view>
 
 #include "base/error.h"
@@ -10,7 +11,15 @@ namespace {
 
 constexpr const char* kLogVariable = "CUXLA_LOG";
 constexpr const char* kCommandBuffersVariable = "CUXLA_COMMAND_BUFFERS";
+constexpr const char* kAutotuneVariable = "CUXLA_AUTOTUNE_LEVEL";
 constexpr std::string_view kCommandBufferFlag = "--xla_gpu_enable_command_buffer";
+constexpr std::string_view kAutotuneFlag = "--xla_gpu_autotune_level";
+
+bool OneOf(std::string_view value, std::initializer_list<std::string_view> allowed) {
+  for (std::string_view a : allowed)
+    if (value == a) return true;
+  return false;
+}
 
 const char* Env(const char* name) {
   const char* value = std::getenv(name);
@@ -29,7 +38,7 @@ const char* Env(const char* name) {
 [[maybe_unused]] const bool kXlaEnvironmentSet = [] {
   const auto level = XlaMinLogLevel(Env(kLogVariable), Env("TF_CPP_MIN_LOG_LEVEL"),
                                     Env("TF_CPP_MAX_VLOG_LEVEL"), Env("TF_CPP_VMODULE"));
-  const auto flags = XlaFlags(Env("XLA_FLAGS"), Env(kCommandBuffersVariable));
+  const auto flags = XlaFlags(Env("XLA_FLAGS"), Env(kCommandBuffersVariable), Env(kAutotuneVariable));
   return (!level || setenv("TF_CPP_MIN_LOG_LEVEL", level->c_str(), 1) == 0) &&
          (!flags || setenv("XLA_FLAGS", flags->c_str(), 1) == 0);
 }();
@@ -51,22 +60,28 @@ std::optional<std::string> XlaMinLogLevel(const char* cuxla_log, const char* min
   return "1";
 }
 
-std::optional<std::string> XlaFlags(const char* xla_flags, const char* command_buffers) {
-  if (command_buffers != nullptr && std::string_view(command_buffers) != "0") return std::nullopt;
+std::optional<std::string> XlaFlags(const char* xla_flags, const char* command_buffers, const char* autotune_level) {
   const std::string_view flags = xla_flags != nullptr ? xla_flags : "";
-  if (flags.find(kCommandBufferFlag) != std::string_view::npos) return std::nullopt;
   std::string amended(flags);
-  if (!amended.empty()) amended += ' ';
-  return amended.append(kCommandBufferFlag).append("=");
+  auto add = [&](std::string_view flag, std::string_view value) {
+    if (flags.find(flag) != std::string_view::npos) return;  // the user's own setting stands
+    if (!amended.empty()) amended += ' ';
+    amended.append(flag).append("=").append(value);
+  };
+  if (command_buffers == nullptr || std::string_view(command_buffers) == "0") add(kCommandBufferFlag, "");
+  if (autotune_level != nullptr) add(kAutotuneFlag, autotune_level);
+  if (amended == flags) return std::nullopt;
+  return amended;
 }
 
 void CheckXlaEnvironment() {
   if (const char* value = Env(kLogVariable); value != nullptr && !XlaMinLogLevel(value, nullptr, nullptr, nullptr))
     throw Error(ErrorKind::kValue, std::string(kLogVariable) + "='" + value +
                                        "' is not a log level (use info, warning or error)");
-  if (const char* value = Env(kCommandBuffersVariable);
-      value != nullptr && std::string_view(value) != "0" && std::string_view(value) != "1")
+  if (const char* value = Env(kCommandBuffersVariable); value != nullptr && !OneOf(value, {"0", "1"}))
     throw Error(ErrorKind::kValue, std::string(kCommandBuffersVariable) + "='" + value + "' is neither 0 nor 1");
+  if (const char* value = Env(kAutotuneVariable); value != nullptr && !OneOf(value, {"0", "1", "2", "3", "4"}))
+    throw Error(ErrorKind::kValue, std::string(kAutotuneVariable) + "='" + value + "' is not a level from 0 to 4");
 }
 
 }  // namespace cuxla::pjrt

@@ -239,11 +239,26 @@ TEST(XlaLoggingTest, XlasLevelIsInTheEnvironmentBeforeMain) {
 }
 
 TEST(XlaFlagsTest, CommandBuffersOffUnlessAskedForOrTheUsersFlagsSayOtherwise) {
-  EXPECT_EQ(XlaFlags(nullptr, nullptr), "--xla_gpu_enable_command_buffer=");
-  EXPECT_EQ(XlaFlags(nullptr, "0"), "--xla_gpu_enable_command_buffer=");
-  EXPECT_EQ(XlaFlags("--xla_dump_to=/tmp/d", nullptr), "--xla_dump_to=/tmp/d --xla_gpu_enable_command_buffer=");
-  EXPECT_EQ(XlaFlags("--xla_gpu_enable_command_buffer=FUSION", nullptr), std::nullopt);
-  EXPECT_EQ(XlaFlags("--xla_dump_to=/tmp/d", "1"), std::nullopt);
+  EXPECT_EQ(XlaFlags(nullptr, nullptr, nullptr), "--xla_gpu_enable_command_buffer=");
+  EXPECT_EQ(XlaFlags(nullptr, "0", nullptr), "--xla_gpu_enable_command_buffer=");
+  EXPECT_EQ(XlaFlags("--xla_dump_to=/tmp/d", nullptr, nullptr),
+            "--xla_dump_to=/tmp/d --xla_gpu_enable_command_buffer=");
+  EXPECT_EQ(XlaFlags("--xla_gpu_enable_command_buffer=FUSION", nullptr, nullptr), std::nullopt);
+  EXPECT_EQ(XlaFlags("--xla_dump_to=/tmp/d", "1", nullptr), std::nullopt);
+}
+
+TEST(XlaFlagsTest, AutotuneLevelWhenAskedForUnlessTheUsersFlagsSetIt) {
+  EXPECT_EQ(XlaFlags(nullptr, "1", "0"), "--xla_gpu_autotune_level=0");
+  EXPECT_EQ(XlaFlags(nullptr, nullptr, "2"), "--xla_gpu_enable_command_buffer= --xla_gpu_autotune_level=2");
+  EXPECT_EQ(XlaFlags("--xla_gpu_autotune_level=4", "1", "0"), std::nullopt);
+}
+
+TEST(XlaFlagsTest, LoadRefusesAnAutotuneLevelOutsideZeroToFour) {
+  ScopedEnv level("CUXLA_AUTOTUNE_LEVEL", "9");
+  auto error = ThrownError([] { Plugin::Load(PluginPath()); });
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->kind(), ErrorKind::kValue);
+  EXPECT_TRUE(Contains(error->what(), "CUXLA_AUTOTUNE_LEVEL='9' is not a level from 0 to 4"));
 }
 
 TEST(XlaFlagsTest, XlasFlagsAreInTheEnvironmentBeforeMain) {

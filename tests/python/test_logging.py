@@ -1,6 +1,7 @@
 """XLA's environment as cuxla sets it: its C++ logging in the plugins
 (warnings and errors by default, INFO lines with CUXLA_LOG=info, the user's
-own XLA setting standing) and its flags (command buffers off unless asked for)."""
+own XLA setting standing) and its flags (command buffers off unless asked for,
+the autotuning level when asked for)."""
 import os
 import re
 import subprocess
@@ -80,8 +81,11 @@ def test_cuxla_log_that_is_no_level_is_a_value_error(monkeypatch, client):
     ({"XLA_FLAGS": "--xla_dump_to=/tmp/d"}, "--xla_dump_to=/tmp/d --xla_gpu_enable_command_buffer="),
     ({"XLA_FLAGS": "--xla_gpu_enable_command_buffer=FUSION"}, "--xla_gpu_enable_command_buffer=FUSION"),
     ({"CUXLA_COMMAND_BUFFERS": "1"}, "None"),
+    ({"CUXLA_AUTOTUNE_LEVEL": "0"}, "--xla_gpu_enable_command_buffer= --xla_gpu_autotune_level=0"),
+    ({"CUXLA_AUTOTUNE_LEVEL": "0", "XLA_FLAGS": "--xla_gpu_autotune_level=3"},
+     "--xla_gpu_autotune_level=3 --xla_gpu_enable_command_buffer="),
 ], ids=lambda v: _names(v) if isinstance(v, dict) else "")
-def test_xla_command_buffers_are_off_unless_asked_for(variables, flags):
+def test_xla_flags_cuxla_sets_unless_the_users_own_say_otherwise(variables, flags):
     # What a fresh process's XLA reads, and its children inherit.
     env = {"PATH": os.environ.get("PATH", ""), **variables}
     if "PYTHONPATH" in os.environ:
@@ -95,4 +99,10 @@ def test_xla_command_buffers_are_off_unless_asked_for(variables, flags):
 def test_command_buffer_setting_that_is_neither_0_nor_1_is_a_value_error(monkeypatch, client):
     monkeypatch.setenv("CUXLA_COMMAND_BUFFERS", "yes")
     with pytest.raises(ValueError, match=r"CUXLA_COMMAND_BUFFERS='yes' is neither 0 nor 1"):
+        cuxla.Plugin.load(client.plugin)
+
+
+def test_autotune_level_outside_0_to_4_is_a_value_error(monkeypatch, client):
+    monkeypatch.setenv("CUXLA_AUTOTUNE_LEVEL", "9")
+    with pytest.raises(ValueError, match=r"CUXLA_AUTOTUNE_LEVEL='9' is not a level from 0 to 4"):
         cuxla.Plugin.load(client.plugin)
