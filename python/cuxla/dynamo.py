@@ -207,8 +207,9 @@ class _XlaProgram:
                 # keep_unused: the program takes every input the graph is called with.
                 lowered = jax.jit(run_graph, keep_unused=True).trace(*specs).lower(lowering_platforms=(platform,))
                 program = lowered.as_text()
-                # Outputs that are not tensors (None gradients) or passed
-                # through are not in the program: remember where they go.
+                # Outputs that are not tensors (None gradients) or are made
+                # from inputs in PyTorch are not in the program: remember
+                # where they go.
                 self.out_slots = [o is not None for o in lowered.out_info]
             cuxla._cuxla.compile_cache_store(cache_key, json.dumps([program, self.out_slots]).encode())
         lowered_at = time.perf_counter()
@@ -321,7 +322,8 @@ _RESHAPING_OPS = {
     torch.ops.aten.squeeze.dims,
 }
 
-# An output made from input `input` by reshaping ops, each (op, its other arguments, keywords).
+# How an output is made from an input: the input's position, then the
+# reshaping ops applied to it, each (op, its other arguments, keywords).
 _InputView = tuple[int, list[tuple[Callable, tuple, dict]]]
 
 
