@@ -253,14 +253,6 @@ TEST(XlaFlagsTest, AutotuneLevelWhenAskedForUnlessTheUsersFlagsSetIt) {
   EXPECT_EQ(XlaFlags("--xla_gpu_autotune_level=4", "1", "0"), std::nullopt);
 }
 
-TEST(XlaFlagsTest, LoadRefusesAnAutotuneLevelOutsideZeroToFour) {
-  ScopedEnv level("CUXLA_AUTOTUNE_LEVEL", "9");
-  auto error = ThrownError([] { Plugin::Load(PluginPath()); });
-  ASSERT_TRUE(error);
-  EXPECT_EQ(error->kind(), ErrorKind::kValue);
-  EXPECT_TRUE(Contains(error->what(), "CUXLA_AUTOTUNE_LEVEL='9' is not a level from 0 to 4"));
-}
-
 TEST(XlaFlagsTest, XlasFlagsAreInTheEnvironmentBeforeMain) {
   // Set while the library was loaded (unless this run asked for XLA's own).
   const char* asked = std::getenv("CUXLA_COMMAND_BUFFERS");
@@ -270,14 +262,6 @@ TEST(XlaFlagsTest, XlasFlagsAreInTheEnvironmentBeforeMain) {
   EXPECT_TRUE(Contains(flags, "--xla_gpu_enable_command_buffer"));
 }
 
-TEST(XlaFlagsTest, LoadRefusesACommandBufferSettingThatIsNeitherZeroNorOne) {
-  ScopedEnv yes("CUXLA_COMMAND_BUFFERS", "yes");
-  auto error = ThrownError([] { Plugin::Load(PluginPath()); });
-  ASSERT_TRUE(error);
-  EXPECT_EQ(error->kind(), ErrorKind::kValue);
-  EXPECT_TRUE(Contains(error->what(), "CUXLA_COMMAND_BUFFERS='yes' is neither 0 nor 1"));
-}
-
 TEST(XlaLoggingTest, CuxlaLogDecidesWhenSet) {
   EXPECT_EQ(XlaMinLogLevel("info", "2", nullptr, nullptr), "0");
   EXPECT_EQ(XlaMinLogLevel("warning", nullptr, "1", nullptr), "1");
@@ -285,12 +269,24 @@ TEST(XlaLoggingTest, CuxlaLogDecidesWhenSet) {
   EXPECT_EQ(XlaMinLogLevel("loud", nullptr, nullptr, nullptr), std::nullopt);
 }
 
-TEST(XlaLoggingTest, LoadRefusesACuxlaLogThatIsNoLevel) {
-  ScopedEnv loud("CUXLA_LOG", "loud");
-  auto error = ThrownError([] { Plugin::Load(PluginPath()); });
-  ASSERT_TRUE(error);
-  EXPECT_EQ(error->kind(), ErrorKind::kValue);
-  EXPECT_TRUE(Contains(error->what(), "CUXLA_LOG='loud'"));
+TEST(XlaEnvironmentTest, LoadRefusesASettingOfCuxlasThatXlaCannotTake) {
+  struct Refused {
+    const char* variable;
+    const char* value;
+    const char* message;
+  };
+  const Refused refused[] = {
+      {"CUXLA_LOG", "loud", "CUXLA_LOG='loud' is not a log level"},
+      {"CUXLA_COMMAND_BUFFERS", "yes", "CUXLA_COMMAND_BUFFERS='yes' is neither 0 nor 1"},
+      {"CUXLA_AUTOTUNE_LEVEL", "9", "CUXLA_AUTOTUNE_LEVEL='9' is not a level from 0 to 4"},
+  };
+  for (const Refused& r : refused) {
+    ScopedEnv setting(r.variable, r.value);
+    auto error = ThrownError([] { Plugin::Load(PluginPath()); });
+    ASSERT_TRUE(error) << r.variable;
+    EXPECT_EQ(error->kind(), ErrorKind::kValue);
+    EXPECT_TRUE(Contains(error->what(), r.message)) << error->what();
+  }
 }
 
 // A function table that ends before PJRT_Client_Create, as a plugin older than
