@@ -73,6 +73,7 @@ def test_info_reports_plugins_versions_and_devices(client):
     assert f"[{client.platform}]" in out and client.plugin in out
     assert "PJRT C API 0." in out and "device 0:" in out
     assert "CUDA driver:" in out
+    assert f"XLA_FLAGS: {os.environ.get('XLA_FLAGS') or '(none)'}" in out  # what XLA reads, as cuxla left it
 
 
 def test_info_says_why_a_platform_is_missing(client):
