@@ -98,6 +98,8 @@ def _row(model: str, backend: str, child: _Child, report: dict, step_s: float, w
     return {"model": model, "backend": backend, "step_ms": step_s * 1e3,
             "tokens_per_s": tokens / step_s if tokens else None,
             "cold_compile_s": max(child.started["first_step_s"] - step_s, 0.0), "warm_compile_s": warm_s,
+            # Of the cold compile, cuxla's: lowering to StableHLO, and XLA compiling it.
+            "lowering_s": report["lowering_s"], "xla_compile_s": report["xla_compile_s"],
             "peak_gib": None if peak is None else peak + report["peak_xla_gib"],
             "peak_torch_gib": peak, "peak_xla_gib": report["peak_xla_gib"],
             "xla_op_share": report["xla_ops"] / report["aten_ops"] if report.get("aten_ops") else None,
@@ -110,6 +112,8 @@ def _row(model: str, backend: str, child: _Child, report: dict, step_s: float, w
 
 def _print_row(r: dict) -> None:
     line = f"  {r['model']:6s} {r['backend']:9s} step {r['step_ms']:9.2f} ms   compile cold {r['cold_compile_s']:7.2f} s"
+    if r["lowering_s"] is not None:
+        line += f" (lowering {r['lowering_s']:.2f}, XLA {r['xla_compile_s']:.2f})"
     if r["warm_compile_s"] is not None:
         line += f", warm {r['warm_compile_s']:6.2f} s"
     if r["tokens_per_s"]:

@@ -66,7 +66,8 @@ def main(model_name: str, backend: str, size: str) -> int:
                      "peak_xla_gib": _zoo._xla_peak_mib() / 2**10 if cuda and backend == "cuxla" else 0.0,
                      "graph_breaks": sum(torch._dynamo.utils.counters["graph_break"].values()),
                      "graphs": report.get("graphs"), "xla_programs": report.get("xla_programs"),
-                     "aten_ops": report.get("aten_ops"), "xla_ops": report.get("xla_ops")})
+                     "aten_ops": report.get("aten_ops"), "xla_ops": report.get("xla_ops"),
+                     "lowering_s": report.get("lowering_s"), "xla_compile_s": report.get("compile_s")})
         elif command == "exit":
             break
     return 0

@@ -91,7 +91,8 @@ def write_scale(rows: list[dict], card: str, out_dir: pathlib.Path) -> None:
 def write_train(rows: list[dict], card: str, rounds: int, steps: int, out_dir: pathlib.Path) -> None:
     lines = [f"Training on {card}: {rounds} rounds of {steps} AdamW steps per backend, the backends taking turns, "
              "each in a process of its own; TF32 off for all. Step: median of all timed steps. Compile: the first "
-             "step's excess over it, cold (empty caches) and warm (a second process, the first's caches). Peak: "
+             "step's excess over it, cold (empty caches; for cuxla, of which lowering + XLA's compile) and warm (a second "
+             "process, the first's caches). Peak: "
              "PyTorch's and XLA's peak allocations, added. XLA calls: programs called a step, and the host's time "
              "in those calls (handing tensors over, launching; XLA's device work runs on after).", "",
              "| model | backend | step (ms) | tokens/s | peak memory (GiB) | compile cold (s) | compile warm (s) | "
@@ -99,10 +100,12 @@ def write_train(rows: list[dict], card: str, rounds: int, steps: int, out_dir: p
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         share = "-" if r["xla_op_share"] is None else f"{100 * r['xla_op_share']:.1f}%"
+        split = "" if r["lowering_s"] is None else f" ({r['lowering_s']:.2f} + {r['xla_compile_s']:.2f})"
         calls = ("-" if r["xla_calls_per_step"] is None
                  else f"{r['xla_calls_per_step']:.0f}, {r['host_ms_in_xla_calls_per_step']:.2f}")
         lines.append(f"| {r['model']} | {r['backend']} | {r['step_ms']:.2f} | {_cell(r['tokens_per_s'], ',.0f')} | "
-                     f"{_cell(r['peak_gib'], '.2f')} | {r['cold_compile_s']:.2f} | {_cell(r['warm_compile_s'], '.2f')} | "
+                     f"{_cell(r['peak_gib'], '.2f')} | {r['cold_compile_s']:.2f}{split} | "
+                     f"{_cell(r['warm_compile_s'], '.2f')} | "
                      f"{share} | {calls} | {r['graph_breaks']} | {r['first_loss']:.4f} -> {r['final_loss']:.4f} |")
     models = list(dict.fromkeys(r["model"] for r in rows))
     backends = list(dict.fromkeys(r["backend"] for r in rows))
