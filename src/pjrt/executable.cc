@@ -8,6 +8,7 @@
 #include "pjrt/compile_options.h"
 #include "pjrt/disk_cache.h"
 #include "pjrt/text.h"
+#include "pjrt/xla_environment.h"
 
 namespace cuxla {
 namespace {
@@ -40,8 +41,9 @@ bool CanSerialize(const pjrt::Api& api) noexcept {
 
 // Everything an executable depends on besides the program and its options:
 // the plugin (file name, PJRT API version, its own version attributes, the
-// platform version) and the devices' kinds. A new plugin or another GPU model
-// means other entries, never a load of one made elsewhere.
+// platform version), XLA's flags (command buffers, autotuning) and the
+// devices' kinds. A new plugin, other flags or another GPU model mean other
+// entries, never a load of one made elsewhere.
 std::string DiskCacheKey(const ClientState& state, std::span<const Device* const> devices,
                          std::string_view options, std::string_view program) {
   std::string key = "cuxla-executable-v1";
@@ -59,6 +61,7 @@ std::string DiskCacheKey(const ClientState& state, std::span<const Device* const
   const auto version = CUXLA_PJRT_QUERY(api, PJRT_Client_PlatformVersion, client, state.client.get());
   field(std::string_view(version.platform_version, version.platform_version_size));
   field(state.platform_name);
+  field(pjrt::XlaFlagsInEffect());
   for (const Device* device : devices) field(device->kind);
   field(options);
   field(program);

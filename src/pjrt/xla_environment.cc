@@ -74,6 +74,11 @@ std::optional<std::string> XlaFlags(const char* xla_flags, const char* command_b
   return amended;
 }
 
+std::string XlaFlagsInEffect() {
+  const char* flags = std::getenv("XLA_FLAGS");
+  return flags != nullptr ? flags : "";
+}
+
 void CheckXlaEnvironment() {
   if (const char* value = Env(kLogVariable); value != nullptr && !XlaMinLogLevel(value, nullptr, nullptr, nullptr))
     throw Error(ErrorKind::kValue, std::string(kLogVariable) + "='" + value +

@@ -30,6 +30,10 @@ std::optional<std::string> XlaMinLogLevel(const char* cuxla_log, const char* min
 // each added only where the user's XLA_FLAGS does not name that flag.
 std::optional<std::string> XlaFlags(const char* xla_flags, const char* command_buffers, const char* autotune_level);
 
+// The XLA_FLAGS the plugins read (as loading libcuxla left it; "" when
+// unset): part of what a compiled executable depends on.
+std::string XlaFlagsInEffect();
+
 // Throws a ValueError-kind Error when CUXLA_LOG is set to other than info,
 // warning or error, CUXLA_COMMAND_BUFFERS to other than 0 or 1, or
 // CUXLA_AUTOTUNE_LEVEL to other than 0 to 4.

@@ -72,6 +72,18 @@ def test_second_process_loads_from_disk(tmp_path):
     assert second["hits"] >= 1 and second["misses"] == 0 and second["errors"] == 0
 
 
+def test_other_xla_flags_compile_again(tmp_path):
+    # XLA's flags shape what it compiles (command buffers, autotuning): an
+    # entry made under other flags is not loaded.
+    first = _run(tmp_path)
+    if first["stores"] == 0:
+        pytest.skip("this plugin does not serialize executables: no disk cache")
+    other = _run(tmp_path, CUXLA_AUTOTUNE_LEVEL="1")
+    assert other["hits"] == 0 and other["misses"] >= 1, other
+    again = _run(tmp_path)
+    assert again["hits"] >= 1 and again["misses"] == 0, again
+
+
 @pytest.mark.parametrize("damage", ["flip", "truncate", "swap"])
 def test_damaged_entry_is_compiled_again(tmp_path, damage):
     if _run(tmp_path, count=2)["stores"] == 0:
