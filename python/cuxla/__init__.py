@@ -15,9 +15,10 @@ from . import _cuxla
 # its own, and children given os.environ see both.
 import os as _os
 
-for _name in ("TF_CPP_MIN_LOG_LEVEL", "XLA_FLAGS"):
-    if getattr(_cuxla, _name) is not None:
-        _os.environ[_name] = getattr(_cuxla, _name)
+if _cuxla.TF_CPP_MIN_LOG_LEVEL is not None:
+    _os.environ["TF_CPP_MIN_LOG_LEVEL"] = _cuxla.TF_CPP_MIN_LOG_LEVEL
+if _cuxla.XLA_FLAGS is not None:
+    _os.environ["XLA_FLAGS"] = _cuxla.XLA_FLAGS
 
 __version__ = "0.1.0"
 

@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None, prog: str = "cuxla") -> int:
     bench.add_argument("--backends", default="eager,inductor,cuxla", help="train: torch.compile backends")
     bench.add_argument("--steps", type=int, help="steps per model and backend (train: per round, 4; scale: 20; "
                                                  "models: 3)")
-    bench.add_argument("--rounds", type=int, default=5, help="train: rounds the backends take turns over")
+    bench.add_argument("--rounds", type=_at_least_one, default=5, help="train: rounds the backends take turns over")
     bench.add_argument("--jobs", type=int, default=1, help="models: models run at once")
     bench.add_argument("--timeout", type=float, default=600, help="models: seconds per model")
     bench.add_argument("--dropout", choices=["zero", "default"], default="zero",
@@ -60,6 +60,13 @@ def main(argv: list[str] | None = None, prog: str = "cuxla") -> int:
             raise
         print(f"cuxla: {error}", file=sys.stderr)
         return 1
+
+
+def _at_least_one(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a count of at least 1")
+    return value
 
 
 def _run(args: argparse.Namespace) -> int:

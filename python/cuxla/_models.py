@@ -105,19 +105,30 @@ def _causal_lm(name: str, model: torch.nn.Module, vocabulary: int, batch: int, s
 WORKLOADS = {"mlp": mlp, "cnn": cnn, "bert": bert, "gpt2": gpt2, "llama": llama}
 
 
-def train(workload: Workload, steps: int, compile_backend: str | None = None,
-          on_step: Callable[[int, float], None] | None = None) -> list[float]:
-    """`steps` AdamW steps; the losses. `compile_backend`: torch.compile's backend, or eager."""
+def training_step(workload: Workload, compile_backend: str | None = None) -> Callable[[], torch.Tensor]:
+    """One AdamW step (lr 1e-3) of `workload` per call, returning the loss.
+    `compile_backend`: torch.compile's backend, or eager."""
     model = workload.model
     step_model = torch.compile(model, backend=compile_backend) if compile_backend else model
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    losses = []
-    for step in range(steps):
+
+    def step() -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
         loss = workload.loss(step_model, workload.batch)
         loss.backward()
         optimizer.step()
-        losses.append(loss.item())
+        return loss
+
+    return step
+
+
+def train(workload: Workload, steps: int, compile_backend: str | None = None,
+          on_step: Callable[[int, float], None] | None = None) -> list[float]:
+    """`steps` AdamW steps; the losses. `compile_backend`: torch.compile's backend, or eager."""
+    step = training_step(workload, compile_backend)
+    losses = []
+    for i in range(steps):
+        losses.append(step().item())
         if on_step is not None:
-            on_step(step, losses[-1])
+            on_step(i, losses[-1])
     return losses

@@ -140,29 +140,32 @@ def _add_cuxla_lowerings(env, table: dict | None = None) -> None:
 def has_lowering(target) -> bool:
     """Whether `target` lowers: by torchax (directly or by decomposition) or
     by cuxla (whose table grows as libraries register their custom ops)."""
-    env = environment()
-    try:
-        env._get_op_or_decomp(target)
+    if _operator(target) is not None:
         return True
-    except Exception:  # torchax's OperatorNotFound, or a target it cannot look up
-        pass
     from ._lowerings import lowerings
 
     lowering = lowerings().get(target)  # a library's op registered after the environment was made
     if lowering is None:
         return False
-    _add_cuxla_lowerings(env, {target: lowering})
+    _add_cuxla_lowerings(environment(), {target: lowering})
     return True
 
 
 def lowering_name(target) -> str:
     """The qualified name of the function `target` lowers by ("" when none):
     part of what a cached lowering is keyed by."""
-    try:
-        func = environment()._get_op_or_decomp(target).func
-    except Exception:  # no lowering, or a target torchax cannot look up
+    op = _operator(target)
+    if op is None:
         return ""
-    return f"{getattr(func, '__module__', '')}.{getattr(func, '__qualname__', repr(func))}"
+    return f"{getattr(op.func, '__module__', '')}.{getattr(op.func, '__qualname__', repr(op.func))}"
+
+
+def _operator(target):
+    """torchax's operator for `target` (its lowering, direct or by decomposition), or None."""
+    try:
+        return environment()._get_op_or_decomp(target)
+    except Exception:  # torchax's OperatorNotFound, or a target it cannot look up
+        return None
 
 
 def drop_device_moves(graph: torch.fx.GraphModule) -> None:

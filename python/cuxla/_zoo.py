@@ -296,7 +296,6 @@ def run(name: str, steps: int = 3, device: str = "cpu", tolerance: float = 1e-4,
         row["float64_failed"], double = _first_line(error), None
 
     torch._dynamo.reset()
-    torch._dynamo.utils.counters.clear()
     cuxla.dynamo.reset_report()
     if cuda:
         torch.cuda.reset_peak_memory_stats()
@@ -307,11 +306,9 @@ def run(name: str, steps: int = 3, device: str = "cpu", tolerance: float = 1e-4,
         traceback.print_exc()
         error = caught
     report = cuxla.dynamo.report()
-    # Dynamo's own cuts (the model's Python, the same under any backend):
-    # what runs between the graphs is eager PyTorch.
-    breaks = torch._dynamo.utils.counters["graph_break"]
     row.update(
-        graph_breaks=sum(breaks.values()), graph_break_reasons=[r.splitlines()[0][:160] for r, _ in breaks.most_common(3)],
+        graph_breaks=report["graph_breaks"],
+        graph_break_reasons=[b["reason"][:160] for b in report["graph_break_reasons"][:3]],
         graphs=report.get("graphs"), xla_programs=report.get("xla_programs"),
         aten_ops=report.get("aten_ops"), xla_ops=report.get("xla_ops"),
         programs_per_graph=_rate(report.get("xla_programs"), report.get("graphs")),

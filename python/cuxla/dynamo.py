@@ -62,11 +62,15 @@ def report() -> dict[str, Any]:
     """What the backend did so far: graphs compiled, XLA programs made, ATen
     ops in those graphs and how many of them run in XLA, time spent lowering
     and compiling, the programs' calls and the host's time in them (handing
-    over and launching; XLA's device work runs on after), and every op that
-    runs in PyTorch, with why."""
+    over and launching; XLA's device work runs on after), Dynamo's graph
+    breaks (the model's Python cut between graphs, under any backend), and
+    every op that runs in PyTorch, with why."""
+    breaks = torch._dynamo.utils.counters["graph_break"]  # Dynamo's own cuts: between graphs PyTorch runs
     with _lock:
         return {
             **_stats,
+            "graph_breaks": sum(breaks.values()),
+            "graph_break_reasons": [{"reason": why.splitlines()[0], "count": n} for why, n in breaks.most_common()],
             "fallbacks": [{"op": op, "reason": why, "count": n} for (op, why), n in _fallbacks.items()],
         }
 
@@ -75,6 +79,7 @@ def reset_report() -> None:
     with _lock:
         _fallbacks.clear()
         _stats.update(_STATS)
+        torch._dynamo.utils.counters["graph_break"].clear()
 
 
 def _record(ops: int, xla_ops: int, kept: dict[str, tuple[str, str]]) -> None:
@@ -166,11 +171,10 @@ class _XlaProgram:
             constants = [c.to(self.device) for c in _constants_as_inputs(gm)]
         # XLA arrays once (a view each, or an empty buffer), not an import per call.
         self.constants = [cuxla.from_dlpack(c) for c in constants]
-        # Outputs that are inputs, or views of them (what the forward saves
-        # for the backward: a weight transposed, an activation reshaped), are
-        # made in PyTorch at each call, as eager makes them: views sharing the
-        # input's memory, not copies written by XLA.
-        self.input_views = _views_of_inputs(gm, len(inputs))
+        # Outputs that are inputs, or inputs reshaped (what the forward saves
+        # for the backward), are made in PyTorch at each call, as eager makes
+        # them: views sharing the input's memory, not copies written by XLA.
+        input_views = _views_of_inputs(gm, len(inputs))
         inputs = [*inputs, *constants]
         self.random = any(_is_random(n) for n in gm.graph.nodes if n.op == "call_function")
 
@@ -188,7 +192,7 @@ class _XlaProgram:
             outputs = outputs if isinstance(outputs, (list, tuple)) else (outputs,)
             # In PyTorch's dtypes: a lowering may give another (JAX's top_k
             # gives int32 indices where PyTorch's are int64).
-            return [None if o is None or i in self.input_views else o if want is None else o.astype(want)
+            return [None if o is None or i in input_views else o if want is None else o.astype(want)
                     for i, (o, want) in enumerate(zip(env.t2j_iso(tuple(outputs)), out_dtypes))]
 
         out_dtypes = [_torchax.jax_dtype(t.dtype) if isinstance(t, torch.Tensor) else None
@@ -198,7 +202,7 @@ class _XlaProgram:
             specs.append(jax.ShapeDtypeStruct((), jax.numpy.int64))
         platform = "cuda" if self.device.type == "cuda" else "cpu"
         start = time.perf_counter()
-        cache_key = _lowering_key(gm, inputs, out_dtypes, sorted(self.input_views), platform)
+        cache_key = _lowering_key(gm, inputs, out_dtypes, sorted(input_views), platform)
         cached = _lowered_from_cache(cache_key)
         if cached is not None:
             program, self.out_slots = cached
@@ -213,7 +217,9 @@ class _XlaProgram:
                 self.out_slots = [o is not None for o in lowered.out_info]
             cuxla._cuxla.compile_cache_store(cache_key, json.dumps([program, self.out_slots]).encode())
         lowered_at = time.perf_counter()
-        self.executable = cuxla.compile(program, client=cuxla._client.client_for_platform(platform))
+        # Per output: made by the program, a view of an input, or None (not a tensor).
+        self.output_plan = [_FROM_PROGRAM if slot else input_views.get(i) for i, slot in enumerate(self.out_slots)]
+        self.executable = cuxla.compile(program, client=platform)
         if not count:
             return
         with _lock:
@@ -234,8 +240,8 @@ class _XlaProgram:
             # PyTorch's generator for the device gives the seed: manual_seed repeats the draws.
             args = (*args, torch.randint(0, 2**62, (), dtype=torch.int64, device=self.device))
         produced = iter(cuxla_torch.call(self.executable, *args))
-        outputs = [next(produced) if slot else _replay(self.input_views[i], given) if i in self.input_views else None
-                   for i, slot in enumerate(self.out_slots)]
+        outputs = [next(produced) if how is _FROM_PROGRAM else None if how is None else _input_view(given, *how)
+                   for how in self.output_plan]
         with _lock:  # the host's share of a step: launching XLA's work, not waiting for it
             _stats["program_calls"] += 1
             _stats["call_s"] += time.perf_counter() - start
@@ -322,28 +328,30 @@ _RESHAPING_OPS = {
     torch.ops.aten.squeeze.dims,
 }
 
-# How an output is made from an input: the input's position, then the
-# reshaping ops applied to it, each (op, its other arguments, keywords).
-_InputView = tuple[int, list[tuple[Callable, tuple, dict]]]
+_FROM_PROGRAM = object()  # an output the XLA program makes
 
 
-def _views_of_inputs(gm: torch.fx.GraphModule, inputs: int) -> dict[int, _InputView]:
-    """Output position -> how it is made from one of the graph's first
-    `inputs` inputs, for the outputs that are such an input itself (no ops),
-    or a contiguous result of reshaping ops on one, with constant arguments."""
+def _views_of_inputs(gm: torch.fx.GraphModule, inputs: int) -> dict[int, tuple[int, tuple[int, ...] | None]]:
+    """Output position -> (input position, shape) for the outputs that are
+    one of the graph's first `inputs` inputs (shape None: the input itself),
+    or reshaping ops on one, both contiguous (that input viewed in that shape)."""
     placeholders = {n: i for i, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder") if i < inputs}
-    (output,) = [n for n in gm.graph.nodes if n.op == "output"]
-    values = output.args[0] if isinstance(output.args[0], (list, tuple)) else [output.args[0]]
     views = {}
-    for position, node in enumerate(values):
-        chain, made = [], node
-        while (isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target in _RESHAPING_OPS
-               and isinstance(node.args[0], torch.fx.Node) and _constant_arguments(node)):
-            chain.append((node.target, tuple(node.args[1:]), dict(node.kwargs)))
+    for position, made in enumerate(_output_args(gm)):
+        node = made
+        while isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target in _RESHAPING_OPS:
             node = node.args[0]
-        if node in placeholders and (not chain or all(_contiguous(n) for n in (node, made))):
-            views[position] = (placeholders[node], chain[::-1])
+        if node not in placeholders:
+            continue
+        if node is made:
+            views[position] = (placeholders[node], None)
+        elif _contiguous(node) and _contiguous(made) and all(isinstance(d, int) for d in made.meta["val"].shape):
+            views[position] = (placeholders[node], tuple(made.meta["val"].shape))
     return views
+
+
+def _input_view(given: Sequence[torch.Tensor], position: int, shape: tuple[int, ...] | None) -> torch.Tensor:
+    return given[position] if shape is None else given[position].view(shape)
 
 
 def _contiguous(node: torch.fx.Node) -> bool:
@@ -351,27 +359,15 @@ def _contiguous(node: torch.fx.Node) -> bool:
     return isinstance(value, torch.Tensor) and value.is_contiguous()
 
 
-def _constant_arguments(node: torch.fx.Node) -> bool:
-    """Whether `node`'s arguments after the first hold no graph value."""
-    found = []
-    torch.fx.node.map_arg((node.args[1:], node.kwargs), found.append)
-    return not found
-
-
-def _replay(view: _InputView, given: Sequence[torch.Tensor]) -> torch.Tensor:
-    """An output of `_views_of_inputs`, made from the call's inputs."""
-    position, chain = view
-    tensor = given[position]
-    for op, args, kwargs in chain:
-        tensor = op(tensor, *args, **kwargs)
-    return tensor
+def _output_args(gm: torch.fx.GraphModule) -> list:
+    """What the graph returns, in order (nodes, or constants such as None)."""
+    values = gm.graph.output_node().args[0]
+    return list(values) if isinstance(values, (list, tuple)) else [values]
 
 
 def _output_values(gm: torch.fx.GraphModule) -> list:
     """The graph's outputs as traced (tensors, None for an output that is not one)."""
-    (output,) = [n for n in gm.graph.nodes if n.op == "output"]
-    values = output.args[0] if isinstance(output.args[0], (list, tuple)) else [output.args[0]]
-    return [v.meta.get("val") if isinstance(v, torch.fx.Node) else None for v in values]
+    return [v.meta.get("val") if isinstance(v, torch.fx.Node) else None for v in _output_args(gm)]
 
 
 def _example_values(gm: torch.fx.GraphModule) -> list:

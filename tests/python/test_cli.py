@@ -127,6 +127,11 @@ def test_bench_commands_write_a_table_json_and_a_plot(tmp_path):
         rows = json.loads((tmp_path / f"{what}.json").read_text())["rows"]
         assert rows and all(r.get("step_ms", r.get("p50_us", 0)) > 0 for r in rows)
         assert all(str(r.get("method", r.get("model"))) in table for r in rows)
+        if what == "train":  # the compiled backend's warm second process, tokens and XLA's share ran
+            cuxla_rows = [r for r in rows if r["backend"] == "cuxla"]
+            assert cuxla_rows and all(r["warm_compile_s"] is not None and r["xla_op_share"] == 1.0
+                                      and r["xla_calls_per_step"] >= 1 and r["lowering_s"] > 0 for r in cuxla_rows)
+            assert [r["tokens_per_s"] > 0 for r in rows if r["model"] == "gpt2"] == [True, True]
 
 
 def test_bench_handoff_on_cpu_marks_gpu_targets_not_applicable(tmp_path):

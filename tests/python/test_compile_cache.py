@@ -37,7 +37,7 @@ func.func public @main(%x: tensor<6xf32>) -> tensor<6xf32> {
 print(json.dumps(_cuxla.compile_cache_stats()))
 """
 
-pytestmark = pytest.mark.skipif(not _cuxla.find_plugin("cpu", [p for p in sys.path if p])[0],
+pytestmark = pytest.mark.skipif(not _cuxla.find_plugin("cpu", _cuxla.package_dirs())[0],
                                 reason="the CPU plugin is not installed")
 
 

@@ -16,7 +16,7 @@ import time
 def main(model_name: str, backend: str, size: str) -> int:
     import torch
 
-    from .. import _models, _zoo
+    from .. import _models
 
     cuda = torch.cuda.is_available()
     device = "cuda" if cuda else "cpu"
@@ -24,7 +24,7 @@ def main(model_name: str, backend: str, size: str) -> int:
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     # One-time imports are not the model's compile: made before the clock runs.
     if backend == "cuxla":
-        import cuxla.dynamo
+        import cuxla.dynamo  # noqa: F401
 
         from .. import _torchax
 
@@ -34,15 +34,11 @@ def main(model_name: str, backend: str, size: str) -> int:
     sync = torch.cuda.synchronize if cuda else (lambda: None)
 
     workload = _models.WORKLOADS[model_name](device, size)
-    step_model = workload.model if backend == "eager" else torch.compile(workload.model, backend=backend)
-    optimizer = torch.optim.AdamW(workload.model.parameters(), lr=1e-4)
+    step = _models.training_step(workload, None if backend == "eager" else backend)
 
     def timed_step() -> tuple[float, float]:
         start = time.perf_counter()
-        optimizer.zero_grad(set_to_none=True)
-        loss = workload.loss(step_model, workload.batch)
-        loss.backward()
-        optimizer.step()
+        loss = step()
         sync()
         return time.perf_counter() - start, loss.item()
 
@@ -59,15 +55,7 @@ def main(model_name: str, backend: str, size: str) -> int:
             timed_steps += len(steps)
             _answer({"step_s": [s for s, _ in steps], "loss": steps[-1][1]})
         elif command == "report":
-            report = cuxla.dynamo.report() if backend == "cuxla" else {}
-            calls, call_s = (now - before for now, before in zip(_xla_calls(backend), calls_before))
-            _answer({"xla_calls_per_step": calls / timed_steps if report else None,
-                     "host_ms_in_xla_calls_per_step": 1e3 * call_s / timed_steps if report else None,"peak_torch_gib": torch.cuda.max_memory_allocated() / 2**30 if cuda else None,
-                     "peak_xla_gib": _zoo._xla_peak_mib() / 2**10 if cuda and backend == "cuxla" else 0.0,
-                     "graph_breaks": sum(torch._dynamo.utils.counters["graph_break"].values()),
-                     "graphs": report.get("graphs"), "xla_programs": report.get("xla_programs"),
-                     "aten_ops": report.get("aten_ops"), "xla_ops": report.get("xla_ops"),
-                     "lowering_s": report.get("lowering_s"), "xla_compile_s": report.get("compile_s")})
+            _answer(_report(backend, cuda, calls_before, timed_steps))
         elif command == "exit":
             break
     return 0
@@ -81,6 +69,29 @@ def _xla_calls(backend: str) -> tuple[int, float]:
 
     report = cuxla.dynamo.report()
     return report["program_calls"], report["call_s"]
+
+
+def _report(backend: str, cuda: bool, calls_before: tuple[int, float], timed_steps: int) -> dict:
+    """Peak memory, graph breaks and, for cuxla, what ran in XLA and what its
+    calls and compile cost, over the steps timed after the first."""
+    import torch
+
+    import cuxla.dynamo
+
+    from .. import _zoo
+
+    report = cuxla.dynamo.report()
+    row = {"peak_torch_gib": torch.cuda.max_memory_allocated() / 2**30 if cuda else None,
+           "peak_xla_gib": _zoo._xla_peak_mib() / 2**10 if cuda and backend == "cuxla" else 0.0,
+           "graph_breaks": report["graph_breaks"]}
+    if backend != "cuxla":
+        return {**row, **dict.fromkeys(("graphs", "xla_programs", "aten_ops", "xla_ops", "lowering_s",
+                                        "xla_compile_s", "xla_calls_per_step", "host_ms_in_xla_calls_per_step"))}
+    calls, call_s = (now - before for now, before in zip(_xla_calls(backend), calls_before))
+    return {**row, "graphs": report["graphs"], "xla_programs": report["xla_programs"],
+            "aten_ops": report["aten_ops"], "xla_ops": report["xla_ops"], "lowering_s": report["lowering_s"],
+            "xla_compile_s": report["compile_s"], "xla_calls_per_step": calls / timed_steps,
+            "host_ms_in_xla_calls_per_step": 1e3 * call_s / timed_steps}
 
 
 def _answer(values: dict) -> None:
