@@ -65,6 +65,7 @@ inline bool IsInt(nb::handle value) { return PyLong_Check(value.ptr()) && !PyBoo
 
 // What each binding source adds to the module, in the order module.cc calls them.
 void RegisterPlugin(nb::module_& m);      // plugin.cc: Plugin, plugin discovery, the CUDA driver
+void RegisterCompileCache(nb::module_& m);  // compile_cache.cc: the on-disk cache's counts and entries
 void RegisterDevice(nb::module_& m);      // device.cc: Device, device= arguments
 void RegisterClient(nb::module_& m);      // client.cc: Client, client= arguments
 void RegisterDefaultClients(nb::module_& m);  // default_clients.cc: one client per platform

@@ -72,6 +72,7 @@ NB_MODULE(_cuxla, m) {
   }
 
   RegisterPlugin(m);
+  RegisterCompileCache(m);
   RegisterDevice(m);
   RegisterClient(m);
   RegisterDefaultClients(m);

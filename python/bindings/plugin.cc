@@ -1,12 +1,10 @@
 // python/bindings/plugin.cc — PJRT plugins as Python sees them: cuxla.Plugin,
 // where each platform's plugin is (find_plugin, choose_plugin), the known
-// platforms, the PJRT C API version built against, the CUDA driver, and the
-// on-disk compile cache (its counts, and entries of the package's own).
+// platforms, the PJRT C API version built against, and the CUDA driver.
 #include <string>
 #include <vector>
 
 #include "bindings.h"
-#include "pjrt/disk_cache.h"
 
 namespace cuxla::bindings {
 
@@ -25,33 +23,6 @@ void RegisterPlugin(nb::module_& m) {
     d["why_not"] = s.why_not;
     return d;
   }, "The CUDA driver as found at run time.");
-
-  m.def("compile_cache_stats", [] {
-    const pjrt::DiskCacheStats s = pjrt::GetDiskCacheStats();
-    nb::dict d;
-    d["hits"] = s.hits;
-    d["misses"] = s.misses;
-    d["stores"] = s.stores;
-    d["errors"] = s.errors;
-    d["evictions"] = s.evictions;
-    d["dir"] = pjrt::DiskCacheDir();
-    return d;
-  }, "The on-disk compile cache's counts in this process (all clients), and its folder (None when off).");
-
-  // Entries of the package's own under the same folder, bound and writing
-  // rules (torch.compile's lowered programs); `key` says what the entry is of.
-  m.def("compile_cache_load", [](nb::bytes key) -> std::optional<nb::bytes> {
-    const auto dir = pjrt::DiskCacheDir();
-    if (!dir) return std::nullopt;
-    auto entry = pjrt::LoadEntry(*dir, std::string_view(key.c_str(), key.size()));
-    if (!entry) return std::nullopt;
-    return nb::bytes(entry->data(), entry->size());
-  }, "key"_a, "The cache's entry for `key`, or None (no entry, an unusable one, or the cache off).");
-  m.def("compile_cache_store", [](nb::bytes key, nb::bytes payload) {
-    if (const auto dir = pjrt::DiskCacheDir())
-      pjrt::StoreEntry(*dir, std::string_view(key.c_str(), key.size()),
-                       std::string_view(payload.c_str(), payload.size()));
-  }, "key"_a, "payload"_a, "Writes `payload` as `key`'s entry (nothing when the cache is off; failures are counted).");
 
   m.def("known_platforms", &pjrt::KnownPlatforms);
 

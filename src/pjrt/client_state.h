@@ -7,7 +7,6 @@
 #include <string_view>
 #include <vector>
 
-#include "cuda/driver.h"
 #include "pjrt/api.h"
 #include "pjrt/device.h"
 #include "pjrt/key_value_store.h"
