@@ -6,9 +6,11 @@ gives a forward and (when training) a backward graph. Each graph becomes one
 XLA program when every op lowers: traced to StableHLO through torchax and JAX
 without touching a JAX device, compiled by cuxla's own PJRT client, run
 through `cuxla.torch.call`, so its inputs and outputs are handed over
-zero-copy. Ops that cannot run in XLA (no lowering, a lowering that raises,
-a dtype XLA lacks) split the graph: groups of the others become programs, the
-rest runs in eager PyTorch. A graph nothing lowers runs in eager PyTorch.
+zero-copy. A whole graph compiles in the background: a training graph's
+backward is lowered while XLA compiles its forward, and the two compile at
+once; the first call waits. Ops that cannot run in XLA (no lowering, a
+lowering that raises, a dtype XLA lacks) split the graph: groups of the
+others become programs, the rest runs in eager PyTorch. A graph nothing lowers runs in eager PyTorch.
 What ran where, and why, is in `report()` and logged on "cuxla.dynamo".
 
 Random ops run in XLA, drawn from a seed that PyTorch's generator gives
@@ -18,6 +20,7 @@ eager PyTorch's); `fallback_random = True` keeps them in PyTorch instead.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import contextlib
 import functools
 import hashlib
@@ -34,6 +37,7 @@ import torch
 import torch.fx
 from functorch.compile import make_boxed_func
 from torch._decomp import core_aten_decompositions
+from torch._functorch import config as functorch_config
 from torch._dynamo.backends.common import aot_autograd
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupport
@@ -48,6 +52,11 @@ log = logging.getLogger("cuxla.dynamo")
 fallback_random = False
 """True: random ops run in PyTorch, drawing eager PyTorch's numbers bit for
 bit (the graph is split around them). Read when a graph is compiled."""
+
+compile_backward_with_forward = True
+"""True: a training graph's backward is compiled right after its forward
+(while XLA compiles the forward, the two at once); False: at the first
+backward call, as AOTAutograd does by default. Read when a graph is compiled."""
 
 _RANDOM_TAG = torch.Tag.nondeterministic_seeded
 
@@ -82,10 +91,11 @@ def reset_report() -> None:
         torch._dynamo.utils.counters["graph_break"].clear()
 
 
-def _record(ops: int, xla_ops: int, kept: dict[str, tuple[str, str]]) -> None:
-    """One compiled graph's share in the report (`kept`: node -> (op, why))."""
+def _record(ops: int, xla_ops: int, kept: dict[str, tuple[str, str]], graphs: int = 1) -> None:
+    """One compiled graph's share in the report (`kept`: node -> (op, why));
+    negative counts take back a share recorded before."""
     with _lock:
-        _stats["graphs"] += 1
+        _stats["graphs"] += graphs
         _stats["aten_ops"] += ops
         _stats["xla_ops"] += xla_ops
         for (op, reason), n in collections.Counter(kept.values()).items():
@@ -153,9 +163,15 @@ class _Supported(OperatorSupport):
 
 class _XlaProgram:
     """One graph (or partition) traced to StableHLO and compiled by cuxla.
-    A graph with random ops takes one more input, the seed of its draws."""
+    A graph with random ops takes one more input, the seed of its draws.
 
-    def __init__(self, gm: torch.fx.GraphModule, inputs: Sequence[torch.Tensor], count: bool = True):
+    With `if_compile_fails`, XLA compiles in the background and the first
+    call waits for it; should that compile fail, `if_compile_fails(error)`
+    gives what runs the graph instead. Without it, XLA compiles now and a
+    failure raises."""
+
+    def __init__(self, gm: torch.fx.GraphModule, inputs: Sequence[torch.Tensor], count: bool = True,
+                 if_compile_fails: Callable[[Exception], Callable] | None = None):
         env = _torchax.environment()
         import jax
 
@@ -219,16 +235,34 @@ class _XlaProgram:
         lowered_at = time.perf_counter()
         # Per output: made by the program, a view of an input, or None (not a tensor).
         self.output_plan = [_FROM_PROGRAM if slot else input_views.get(i) for i, slot in enumerate(self.out_slots)]
-        self.executable = cuxla.compile(program, client=platform)
-        if not count:
-            return
-        with _lock:
-            _stats["xla_programs"] += 1
-            _stats["lowerings_from_cache"] += cached is not None
-            _stats["lowering_s"] += lowered_at - start
-            _stats["compile_s"] += time.perf_counter() - lowered_at
+        self.executable = None  # until XLA's compile is done
+        self._instead: Callable | None = None  # what runs the graph where XLA's compile failed
+        if if_compile_fails is None:
+            self.executable = _xla_compile(program, platform, count)
+        else:
+            self._compiling = _compile_threads().submit(_xla_compile, program, platform, count)
+            self._if_compile_fails = if_compile_fails
+            self._first_call_lock = threading.Lock()
+        if count:
+            with _lock:
+                _stats["xla_programs"] += 1
+                _stats["lowerings_from_cache"] += cached is not None
+                _stats["lowering_s"] += lowered_at - start
+
+    def _first_call(self, args: tuple) -> list[torch.Tensor | None]:
+        """Waits for XLA's compile; where it failed, what replaces the program runs."""
+        with self._first_call_lock:
+            if self.executable is None and self._instead is None:
+                try:
+                    self.executable = self._compiling.result()
+                except Exception as error:
+                    self._instead = self._if_compile_fails(error)
+                self._if_compile_fails = None  # holds the graph: not needed again
+        return self._instead(*args) if self._instead is not None else self(*args)
 
     def __call__(self, *args: torch.Tensor) -> list[torch.Tensor | None]:
+        if self.executable is None:
+            return self._first_call(args)
         start = time.perf_counter()
         given = args
         if self.moved:
@@ -246,6 +280,22 @@ class _XlaProgram:
             _stats["program_calls"] += 1
             _stats["call_s"] += time.perf_counter() - start
         return outputs
+
+
+@functools.cache
+def _compile_threads() -> concurrent.futures.ThreadPoolExecutor:
+    """Where XLA compiles in the background (cuxla.compile lets go of the GIL)."""
+    return concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="cuxla-compile")
+
+
+def _xla_compile(program: str, platform: str, count: bool) -> "cuxla.Executable":
+    """XLA compiles the StableHLO (its time in the report unless `count` is False)."""
+    start = time.perf_counter()
+    executable = cuxla.compile(program, client=platform)
+    if count:
+        with _lock:
+            _stats["compile_s"] += time.perf_counter() - start
+    return executable
 
 
 def _lowering_key(gm: torch.fx.GraphModule, inputs: Sequence[torch.Tensor], out_dtypes: list,
@@ -387,12 +437,23 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Ca
     lowers, XLA programs and eager PyTorch otherwise, eager PyTorch when
     nothing lowers; called with boxed arguments (one list). Never raises for
     a graph it cannot lower: that graph runs in PyTorch, reported."""
+    return make_boxed_func(_compile_graph(gm, example_inputs))
+
+
+def _compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
+                   compile_failed: Exception | None = None) -> Callable:
+    """`compile_graph`, unboxed. A whole graph compiles in the background;
+    `compile_failed`: the error that compile gave, the graph then lowered
+    again with the ops that fail alone left to PyTorch, compiled now."""
     try:
         graph = _as_strided_on_storage(_copy(gm))
         ruled_out: dict[str, str] = {}
+        if compile_failed is not None and not _rule_out_failing_ops(graph, ruled_out):
+            raise compile_failed
         while True:  # until every partition lowers: each failure rules out ops of this graph
             try:
-                return make_boxed_func(_partition_and_lower(graph, example_inputs, ruled_out))
+                return _partition_and_lower(graph, example_inputs, ruled_out,
+                                            in_background=compile_failed is None)
             except _LoweringFailed as failure:
                 if not _rule_out_failing_ops(failure.graph, ruled_out):
                     raise failure.__cause__ from None
@@ -401,7 +462,19 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Ca
     ops = len(_aten_ops(gm))
     log.warning("a graph of %d ops runs in PyTorch: %s", ops, reason)
     _record(ops, 0, {"graph": (f"a whole graph of {ops} ops", reason)})
-    return make_boxed_func(_reshapes_for_views(_copy(gm)))
+    return _reshapes_for_views(_copy(gm))
+
+
+def _compiled_again(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], error: Exception) -> Callable:
+    """What runs a whole graph whose compile in the background failed: its
+    share in the report taken back, the graph compiled again as `error` allows."""
+    ops = len(_aten_ops(gm))
+    log.warning("XLA's compile of a graph of %d ops failed (%s): compiled again, what fails left to PyTorch",
+                ops, _one_line(error))
+    _record(-ops, -ops, {}, graphs=-1)
+    with _lock:
+        _stats["xla_programs"] -= 1
+    return _compile_graph(gm, example_inputs, compile_failed=error)
 
 
 def _one_line(error: BaseException) -> str:
@@ -468,7 +541,10 @@ def _reshapes_for_views(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
 
 
 def _partition_and_lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
-                         ruled_out: dict[str, str]) -> Callable:
+                         ruled_out: dict[str, str], in_background: bool) -> Callable:
+    """The graph as one XLA program when every op lowers (compiled in the
+    background if `in_background`), else as partitions in XLA within an eager
+    graph. Raises _LoweringFailed with the (partition) graph that failed."""
     every_op = _aten_ops(gm)
     if not every_op:  # inputs handed back as outputs: nothing to run, nothing to report
         return gm
@@ -477,7 +553,8 @@ def _partition_and_lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
     partitions = partitioner.propose_partitions()
     in_xla = sum(1 for p in partitions for n in p.nodes if _is_aten_op(n))
     if in_xla == len(every_op) and len(partitions) == 1 and all(isinstance(v, torch.Tensor) for v in example_inputs):
-        program = _lower(gm, list(example_inputs))
+        if_compile_fails = functools.partial(_compiled_again, gm, example_inputs) if in_background else None
+        program = _lower(gm, list(example_inputs), if_compile_fails)
         _record(len(every_op), in_xla, {})
         return program
     if not partitions:
@@ -499,9 +576,10 @@ def _partition_and_lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
     return fused
 
 
-def _lower(gm: torch.fx.GraphModule, inputs: Sequence[torch.Tensor]) -> "_XlaProgram":
+def _lower(gm: torch.fx.GraphModule, inputs: Sequence[torch.Tensor],
+           if_compile_fails: Callable[[Exception], Callable] | None = None) -> "_XlaProgram":
     try:
-        return _XlaProgram(gm, inputs)
+        return _XlaProgram(gm, inputs, if_compile_fails=if_compile_fails)
     except Exception as error:
         raise _LoweringFailed(gm) from error
 
@@ -553,6 +631,11 @@ class _Runner(torch.nn.Module):
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
-backend = aot_autograd(fw_compiler=compile_graph, bw_compiler=compile_graph, decompositions=_decompositions())
-"""The backend object: `torch.compile(model, backend="cuxla")` finds it through
-the `torch_dynamo_backends` entry point; `backend=cuxla.dynamo.backend` works too."""
+_aot_backend = aot_autograd(fw_compiler=compile_graph, bw_compiler=compile_graph, decompositions=_decompositions())
+
+
+def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable:
+    """The backend: `torch.compile(model, backend="cuxla")` finds it through
+    the `torch_dynamo_backends` entry point; `backend=cuxla.dynamo.backend` works too."""
+    with functorch_config.patch(force_non_lazy_backward_lowering=compile_backward_with_forward):
+        return _aot_backend(gm, example_inputs)

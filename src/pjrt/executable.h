@@ -89,7 +89,9 @@ namespace pjrt {
 
 // Executables by devices and program text, compiled on first use; with a
 // capacity, emptied when full (executables in use live on through their
-// shared_ptrs).
+// shared_ptrs). Compiles run outside the lock, so that threads compile
+// different programs at once; two threads asking for the same new program
+// at once both compile it and get the first one stored.
 class ExecutableCache {
  public:
   explicit ExecutableCache(size_t capacity = 0) : capacity_(capacity) {}
@@ -100,11 +102,15 @@ class ExecutableCache {
     for (const Device* device : devices) key += std::to_string(device->id) + ",";
     key.push_back('\0');
     key.append(program);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = entries_.find(key);
+      if (it != entries_.end()) return it->second;
+    }
+    std::shared_ptr<const Executable> executable = compile();
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = entries_.find(key);
-    if (it != entries_.end()) return it->second;
+    if (auto it = entries_.find(key); it != entries_.end()) return it->second;
     if (capacity_ != 0 && entries_.size() >= capacity_) entries_.clear();
-    auto executable = compile();
     entries_.emplace(std::move(key), executable);
     return executable;
   }

@@ -2,12 +2,16 @@
 // cache, and the checks on arguments.
 #include <unistd.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "pjrt/disk_cache.h"
@@ -134,6 +138,31 @@ TEST(ExecutableTest, ReportsParameterDTypesAndDims) {
 TEST(ExecutableTest, CompilingTheSameProgramTwiceGivesTheSameExecutable) {
   EXPECT_EQ(Compile(kAdd).get(), Compile(kAdd).get());
   EXPECT_NE(Compile(kAdd).get(), Compile(kSumAndProduct).get());
+}
+
+TEST(ExecutableTest, TheCacheCompilesTwoProgramsAtOnce) {
+  // Each compile waits (up to 10 s) for the other to begin: under a lock
+  // held through compiles, the first would wait alone and time out.
+  pjrt::ExecutableCache cache;
+  std::mutex mutex;
+  std::condition_variable changed;
+  int started = 0;
+  auto compile_meeting_the_other = [&](bool& met) {
+    return [&] {
+      std::unique_lock<std::mutex> lock(mutex);
+      ++started;
+      changed.notify_all();
+      met = changed.wait_for(lock, std::chrono::seconds(10), [&] { return started == 2; });
+      return std::shared_ptr<const Executable>();
+    };
+  };
+  bool first_met = false, second_met = false;
+  std::thread first([&] { cache.Get("first", {}, compile_meeting_the_other(first_met)); });
+  std::thread second([&] { cache.Get("second", {}, compile_meeting_the_other(second_met)); });
+  first.join();
+  second.join();
+  EXPECT_TRUE(first_met);
+  EXPECT_TRUE(second_met);
 }
 
 TEST(ExecutableTest, InvalidMlirThrowsTheCompilersMessage) {

@@ -4,6 +4,7 @@ PyTorch's on request), graphs that cannot lower run in PyTorch, reported."""
 import copy
 import subprocess
 import sys
+import threading
 
 import pytest
 import torch
@@ -159,8 +160,8 @@ def test_random_ops_run_in_xla_seeded_by_torch(tdev):
     assert not torch.equal(again, other), "the next call draws new numbers"
     noise = first - model.b(torch.relu(model.a(x)))  # b's weights times uniform [0, 1) noise
     assert noise.abs().max() <= model.b.weight.abs().sum() + 1e-5
-    report = cuxla.dynamo.report()
-    assert report["xla_programs"] == 1 and report["xla_ops"] == report["aten_ops"], report
+    report = cuxla.dynamo.report()  # forward and backward (compiled with it), each one program
+    assert report["xla_programs"] == report["graphs"] == 2 and report["xla_ops"] == report["aten_ops"], report
 
 
 def test_random_ops_stay_in_pytorch_when_asked(tdev):
@@ -180,12 +181,46 @@ def test_random_ops_stay_in_pytorch_when_asked(tdev):
 
 def test_inputs_and_outputs_share_memory_with_xla(tdev):
     # The compiled graph's output is an XLA buffer handed to PyTorch: a view
-    # of it is the same memory, and XLA made it (one program, every op).
+    # of it is the same memory, and XLA made it (one program a graph, every
+    # op; the backward is compiled with the forward).
     model = torch.nn.Linear(4, 4).to(tdev)
     out = torch.compile(model, backend="cuxla")(torch.randn(2, 4, device=tdev))
     report = cuxla.dynamo.report()
-    assert report["xla_programs"] == 1 and report["xla_ops"] == report["aten_ops"] > 0, report
+    assert report["xla_programs"] == report["graphs"] == 2 and report["xla_ops"] == report["aten_ops"] > 0, report
     assert cuxla.from_dlpack(out).unsafe_buffer_pointer() == out.data_ptr()
+
+
+def test_the_backward_compiles_while_the_forward_does(tdev, monkeypatch):
+    # Each compile waits (up to 10 s) for a second one to begin: compiled one
+    # after the other, the first would wait alone and time out.
+    both, met = threading.Barrier(2, timeout=10), []
+    compile_now = cuxla.compile
+
+    def compile_beside_another(program, **kwargs):
+        try:
+            both.wait()
+            met.append(True)
+        except threading.BrokenBarrierError:
+            met.append(False)
+        return compile_now(program, **kwargs)
+
+    monkeypatch.setattr(cuxla, "compile", compile_beside_another)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh()).to(tdev)
+    x = torch.randn(2, 4, device=tdev)
+    got = torch.compile(model, backend="cuxla")(x)
+    assert met == [True, True], met
+    grad = torch.autograd.grad(got.sum(), model[0].weight)[0]
+    torch.testing.assert_close(grad, torch.autograd.grad(model(x).sum(), model[0].weight)[0])
+    assert cuxla.dynamo.report()["xla_programs"] == 2
+
+
+def test_the_backward_can_wait_for_its_first_call(tdev, monkeypatch):
+    monkeypatch.setattr(cuxla.dynamo, "compile_backward_with_forward", False)
+    model = torch.nn.Linear(4, 4).to(tdev)
+    got = torch.compile(model, backend="cuxla")(torch.randn(2, 4, device=tdev))
+    assert cuxla.dynamo.report()["graphs"] == 1
+    got.sum().backward()
+    assert cuxla.dynamo.report()["graphs"] == 2
 
 
 def test_a_graph_that_cannot_be_compiled_runs_in_pytorch_and_says_why(tdev, monkeypatch):
@@ -197,8 +232,11 @@ def test_a_graph_that_cannot_be_compiled_runs_in_pytorch_and_says_why(tdev, monk
     x = torch.randn(2, 4, device=tdev)
     got = torch.compile(model, backend="cuxla")(x)
     assert torch.allclose(got, model(x))
+    weight_grad = torch.autograd.grad(got.sum(), model[0].weight)[0]  # the backward, compiled with the forward
+    assert torch.allclose(weight_grad, torch.autograd.grad(model(x).sum(), model[0].weight)[0])
     report = cuxla.dynamo.report()
-    assert report["xla_programs"] == 0 and report["xla_ops"] == 0 < report["aten_ops"], report
+    assert report["graphs"] == 2 and report["xla_programs"] == 0 and report["xla_ops"] == 0 < report["aten_ops"], \
+        report
     assert report["fallbacks"], report  # each op, tried alone, failed as well
     for fallback in report["fallbacks"]:
         assert "XLA refused the program" in fallback["reason"] and "second line" not in fallback["reason"], fallback
@@ -226,7 +264,7 @@ def test_a_lowering_that_fails_in_one_graph_is_not_banned_in_the_next(tdev, monk
     cuxla.dynamo.reset_report()
     torch.compile(model, backend="cuxla")(x)
     report = cuxla.dynamo.report()
-    assert report["fallbacks"] == [] and report["xla_programs"] == 1, report
+    assert report["fallbacks"] == [] and report["xla_programs"] == 2, report  # forward and backward
 
 
 def test_training_steps_copy_nothing_between_host_and_device(tdev):
@@ -324,6 +362,6 @@ def test_an_error_of_the_backend_itself_leaves_the_graph_to_pytorch(tdev, monkey
     x = torch.randn(2, 4, device=tdev)
     assert torch.allclose(torch.compile(model, backend="cuxla")(x), model(x))
     report = cuxla.dynamo.report()
-    assert report["xla_programs"] == 0 and report["graphs"] == 1, report  # the forward graph
+    assert report["xla_programs"] == 0 and report["graphs"] == 2, report  # the forward graph and its backward
     for fallback in report["fallbacks"]:
         assert fallback["op"].startswith("a whole graph of ") and "a rewrite failed" in fallback["reason"], fallback

@@ -91,7 +91,8 @@ def write_scale(rows: list[dict], card: str, out_dir: pathlib.Path) -> None:
 def write_train(rows: list[dict], card: str, rounds: int, steps: int, out_dir: pathlib.Path) -> None:
     lines = [f"Training on {card}: {rounds} rounds of {steps} AdamW steps per backend, the backends taking turns, "
              "each in a process of its own; TF32 off for all. Step: median of all timed steps. Compile: the first "
-             "step's excess over it, cold (empty caches; for cuxla, of which lowering + XLA's compile) and warm (a second "
+             "step's excess over it, cold (empty caches; for cuxla, lowering + XLA's compiles, summed: forward "
+             "and backward compile at once) and warm (a second "
              "process, the first's caches). Peak: "
              "PyTorch's and XLA's peak allocations, added. XLA calls: programs called a step, and the host's time "
              "in those calls (handing tensors over, launching; XLA's device work runs on after).", "",
