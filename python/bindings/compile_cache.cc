@@ -34,7 +34,7 @@ void RegisterCompileCache(nb::module_& m) {
   m.def("compile_cache_store", [](nb::bytes key, nb::bytes payload) {
     if (const auto dir = pjrt::DiskCacheDir())
       pjrt::StoreEntry(*dir, std::string_view(key.c_str(), key.size()),
-                       std::string_view(payload.c_str(), payload.size()));
+                       std::string_view(payload.c_str(), payload.size()), pjrt::DiskCacheMaxBytes());
   }, "key"_a, "payload"_a, "Writes `payload` as `key`'s entry (nothing when the cache is off; failures are counted).");
 }
 

@@ -1,10 +1,10 @@
 #include "pjrt/client_options.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 
 #include "pjrt/api.h"
+#include "pjrt/environment.h"
 
 namespace cuxla {
 namespace {
@@ -13,36 +13,6 @@ constexpr std::string_view kAllocators[] = {"default", "platform", "bfc", "cuda_
 
 [[noreturn]] void BadOption(const std::string& message) {
   throw Error(ErrorKind::kValue, message);
-}
-
-std::optional<std::string> Env(const char* name) {
-  const char* value = std::getenv(name);
-  if (value == nullptr || *value == '\0') return std::nullopt;
-  return std::string(value);
-}
-
-bool ParseBool(const char* variable, const std::string& text) {
-  std::string lower = text;
-  std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
-  if (lower == "1" || lower == "true" || lower == "yes" || lower == "on") return true;
-  if (lower == "0" || lower == "false" || lower == "no" || lower == "off") return false;
-  BadOption(std::string(variable) + "='" + text + "' is not a boolean (use 1/0, true/false)");
-}
-
-int64_t ParseCount(const char* variable, const std::string& text) {
-  char* end = nullptr;
-  const long long value = std::strtoll(text.c_str(), &end, 10);
-  if (end == text.c_str() || *end != '\0')
-    BadOption(std::string(variable) + "='" + text + "' is not an integer");
-  return value;
-}
-
-double ParseFraction(const char* variable, const std::string& text) {
-  char* end = nullptr;
-  double value = std::strtod(text.c_str(), &end);
-  if (end == text.c_str() || *end != '\0')
-    BadOption(std::string(variable) + "='" + text + "' is not a number");
-  return value;
 }
 
 void Validate(std::string_view name, const ClientOptions& options) {
@@ -79,18 +49,13 @@ void Validate(std::string_view name, const ClientOptions& options) {
 ClientOptions ClientOptions::WithEnvironment(Platform platform) const {
   ClientOptions merged = *this;
   if (platform == Platform::kCpu) {
-    if (!merged.device_count)
-      if (auto text = Env("CUXLA_CPU_DEVICE_COUNT")) merged.device_count = ParseCount("CUXLA_CPU_DEVICE_COUNT", *text);
+    if (!merged.device_count) merged.device_count = pjrt::EnvInteger("CUXLA_CPU_DEVICE_COUNT");
     return merged;
   }
   if (platform != Platform::kCuda) return merged;
-  if (!merged.preallocate)
-    if (auto text = Env("CUXLA_PREALLOCATE")) merged.preallocate = ParseBool("CUXLA_PREALLOCATE", *text);
-  if (!merged.memory_fraction)
-    if (auto text = Env("CUXLA_MEM_FRACTION"))
-      merged.memory_fraction = ParseFraction("CUXLA_MEM_FRACTION", *text);
-  if (!merged.allocator)
-    if (auto text = Env("CUXLA_ALLOCATOR")) merged.allocator = *text;
+  if (!merged.preallocate) merged.preallocate = pjrt::EnvBool("CUXLA_PREALLOCATE");
+  if (!merged.memory_fraction) merged.memory_fraction = pjrt::EnvNumber("CUXLA_MEM_FRACTION");
+  if (!merged.allocator) merged.allocator = pjrt::EnvText("CUXLA_ALLOCATOR");
   return merged;
 }
 

@@ -12,6 +12,8 @@
 #include <fstream>
 #include <vector>
 
+#include "pjrt/environment.h"
+
 namespace cuxla::pjrt {
 namespace {
 
@@ -121,20 +123,19 @@ std::optional<std::string> DiskCacheDir() {
     if (*dir == '\0') return std::nullopt;
     return std::string(dir);
   }
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0')
+  if (const char* xdg = EnvValue("XDG_CACHE_HOME"))
     return (fs::path(xdg) / "cuxla").string();
-  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0')
+  if (const char* home = EnvValue("HOME"))
     return (fs::path(home) / ".cache" / "cuxla").string();
   return std::nullopt;
 }
 
 uint64_t DiskCacheMaxBytes() {
-  constexpr uint64_t kDefault = uint64_t{2} << 30;
-  const char* text = std::getenv("CUXLA_CACHE_MAX_BYTES");
-  if (text == nullptr || *text == '\0') return kDefault;
-  char* end = nullptr;
-  const unsigned long long v = std::strtoull(text, &end, 10);
-  return end != nullptr && *end == '\0' ? v : kDefault;  // not a number: the default, not "no room"
+  constexpr const char* kVariable = "CUXLA_CACHE_MAX_BYTES";
+  const std::optional<int64_t> bytes = EnvInteger(kVariable);
+  if (!bytes) return uint64_t{2} << 30;
+  if (*bytes < 0) BadVariable(kVariable, std::to_string(*bytes), "is not a number of bytes");
+  return static_cast<uint64_t>(*bytes);
 }
 
 std::optional<std::string> LoadEntry(const std::string& dir, std::string_view key) {
@@ -174,9 +175,8 @@ std::optional<std::string> LoadEntry(const std::string& dir, std::string_view ke
   }
 }
 
-void StoreEntry(const std::string& dir, std::string_view key, std::string_view payload) {
+void StoreEntry(const std::string& dir, std::string_view key, std::string_view payload, uint64_t max_bytes) {
   try {
-    const uint64_t max_bytes = DiskCacheMaxBytes();
     if (sizeof(Header) + payload.size() > max_bytes) return;  // would evict itself
     std::error_code ec;
     fs::create_directories(dir, ec);

@@ -26,7 +26,9 @@ void CountDiskCacheError() noexcept;
 // or no home is known. Read at each call, so tests can move it.
 std::optional<std::string> DiskCacheDir();
 
-// At most $CUXLA_CACHE_MAX_BYTES (default 2 GiB) of entries; oldest out first.
+// At most $CUXLA_CACHE_MAX_BYTES (default 2 GiB) of entries; oldest out
+// first. Throws a ValueError-kind Error naming a value that is not a
+// number of bytes.
 uint64_t DiskCacheMaxBytes();
 
 // The entry for `key` (any bytes: program, options, plugin, devices) in
@@ -36,7 +38,7 @@ std::optional<std::string> LoadEntry(const std::string& dir, std::string_view ke
 
 // Writes `payload` as `key`'s entry through a temporary file renamed into
 // place, so readers and other writers never see half an entry, then trims the
-// folder to DiskCacheMaxBytes(). Failures are counted, never thrown.
-void StoreEntry(const std::string& dir, std::string_view key, std::string_view payload);
+// folder to `max_bytes`. Failures are counted, never thrown.
+void StoreEntry(const std::string& dir, std::string_view key, std::string_view payload, uint64_t max_bytes);
 
 }  // namespace cuxla::pjrt

@@ -90,7 +90,7 @@ pjrt::LoadedExecutablePtr Deserialize(const ClientState& state, std::string_view
 // Writes `loaded` as `key`'s entry; a plugin that cannot serialize this
 // executable just leaves no entry.
 void StoreSerialized(const ClientState& state, PJRT_LoadedExecutable* loaded, const std::string& dir,
-                     std::string_view key) {
+                     std::string_view key, uint64_t max_bytes) {
   const pjrt::Api& api = state.api();
   try {
     pjrt::ExecutablePtr executable(
@@ -107,7 +107,7 @@ void StoreSerialized(const ClientState& state, PJRT_LoadedExecutable* loaded, co
     };
     std::unique_ptr<PJRT_SerializedExecutable, Free> owner(args.serialized_executable,
                                                            Free{args.serialized_executable_deleter});
-    pjrt::StoreEntry(dir, key, std::string_view(args.serialized_bytes, args.serialized_bytes_size));
+    pjrt::StoreEntry(dir, key, std::string_view(args.serialized_bytes, args.serialized_bytes_size), max_bytes);
   } catch (const Error&) {
     pjrt::CountDiskCacheError();
   }
@@ -151,6 +151,7 @@ std::shared_ptr<const Executable> Executable::Compile(std::shared_ptr<const Clie
   // The disk cache first: a usable entry spares the compile; anything wrong
   // with it (damaged, foreign, refused by the plugin) means compiling again.
   const std::optional<std::string> cache_dir = CanSerialize(api) ? pjrt::DiskCacheDir() : std::nullopt;
+  const uint64_t cache_max_bytes = cache_dir ? pjrt::DiskCacheMaxBytes() : 0;
   std::string cache_key;
   if (cache_dir) {
     try {
@@ -188,7 +189,7 @@ std::shared_ptr<const Executable> Executable::Compile(std::shared_ptr<const Clie
     throw Error(ErrorKind::kCompile, e.what());
   }
   pjrt::LoadedExecutablePtr loaded(args.executable, pjrt::LoadedExecutableDestroy{&api});
-  if (!cache_key.empty()) StoreSerialized(*state, loaded.get(), *cache_dir, cache_key);
+  if (!cache_key.empty()) StoreSerialized(*state, loaded.get(), *cache_dir, cache_key, cache_max_bytes);
   return std::make_shared<const Executable>(std::move(state), std::move(loaded), std::move(placed));
 }
 

@@ -4,7 +4,7 @@
 #include <initializer_list>
 #include <string_view>
 
-#include "base/error.h"
+#include "pjrt/environment.h"
 
 namespace cuxla::pjrt {
 namespace {
@@ -21,11 +21,6 @@ bool OneOf(std::string_view value, std::initializer_list<std::string_view> allow
   return false;
 }
 
-const char* Env(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' ? value : nullptr;
-}
-
 // XLA (a copy in each plugin, another in jaxlib) reads TF_CPP_MIN_LOG_LEVEL
 // while its library is being loaded, and XLA_FLAGS once, when first needed:
 // both must be in the environment before the first plugin is opened. They are
@@ -36,9 +31,9 @@ const char* Env(const char* name) {
 // by the time a plugin is opened XLA's, PyTorch's and the program's own
 // threads may run.
 [[maybe_unused]] const bool kXlaEnvironmentSet = [] {
-  const auto level = XlaMinLogLevel(Env(kLogVariable), Env("TF_CPP_MIN_LOG_LEVEL"),
-                                    Env("TF_CPP_MAX_VLOG_LEVEL"), Env("TF_CPP_VMODULE"));
-  const auto flags = XlaFlags(Env("XLA_FLAGS"), Env(kCommandBuffersVariable), Env(kAutotuneVariable));
+  const auto level = XlaMinLogLevel(EnvValue(kLogVariable), EnvValue("TF_CPP_MIN_LOG_LEVEL"),
+                                    EnvValue("TF_CPP_MAX_VLOG_LEVEL"), EnvValue("TF_CPP_VMODULE"));
+  const auto flags = XlaFlags(EnvValue("XLA_FLAGS"), EnvValue(kCommandBuffersVariable), EnvValue(kAutotuneVariable));
   return (!level || setenv("TF_CPP_MIN_LOG_LEVEL", level->c_str(), 1) == 0) &&
          (!flags || setenv("XLA_FLAGS", flags->c_str(), 1) == 0);
 }();
@@ -80,13 +75,12 @@ std::string XlaFlagsInEffect() {
 }
 
 void CheckXlaEnvironment() {
-  if (const char* value = Env(kLogVariable); value != nullptr && !XlaMinLogLevel(value, nullptr, nullptr, nullptr))
-    throw Error(ErrorKind::kValue, std::string(kLogVariable) + "='" + value +
-                                       "' is not a log level (use info, warning or error)");
-  if (const char* value = Env(kCommandBuffersVariable); value != nullptr && !OneOf(value, {"0", "1"}))
-    throw Error(ErrorKind::kValue, std::string(kCommandBuffersVariable) + "='" + value + "' is neither 0 nor 1");
-  if (const char* value = Env(kAutotuneVariable); value != nullptr && !OneOf(value, {"0", "1", "2", "3", "4"}))
-    throw Error(ErrorKind::kValue, std::string(kAutotuneVariable) + "='" + value + "' is not a level from 0 to 4");
+  if (const char* value = EnvValue(kLogVariable); value != nullptr && !XlaMinLogLevel(value, nullptr, nullptr, nullptr))
+    BadVariable(kLogVariable, value, "is not a log level (use info, warning or error)");
+  if (const char* value = EnvValue(kCommandBuffersVariable); value != nullptr && !OneOf(value, {"0", "1"}))
+    BadVariable(kCommandBuffersVariable, value, "is neither 0 nor 1");
+  if (const char* value = EnvValue(kAutotuneVariable); value != nullptr && !OneOf(value, {"0", "1", "2", "3", "4"}))
+    BadVariable(kAutotuneVariable, value, "is not a level from 0 to 4");
 }
 
 }  // namespace cuxla::pjrt

@@ -228,6 +228,8 @@ TEST(ExecutableTest, DeletedArgumentThrowsRuntimeError) {
 
 // A fresh folder for one test's disk cache, CUXLA_CACHE_DIR pointing at it
 // while the test runs.
+constexpr uint64_t kTwoGiB = uint64_t{2} << 30;
+
 class CacheDir {
  public:
   CacheDir() : path_(std::filesystem::temp_directory_path() /
@@ -273,8 +275,8 @@ TEST(DiskCacheTest, ASecondClientLoadsTheProgramFromDisk) {
 TEST(DiskCacheTest, EntriesComeBackOnlyWholeAndUnderTheirOwnKey) {
   const CacheDir dir;
   const std::string d = dir.path().string();
-  pjrt::StoreEntry(d, "key a", "payload of a");
-  pjrt::StoreEntry(d, "key b", "payload of b");
+  pjrt::StoreEntry(d, "key a", "payload of a", kTwoGiB);
+  pjrt::StoreEntry(d, "key b", "payload of b", kTwoGiB);
   EXPECT_EQ(pjrt::LoadEntry(d, "key a"), "payload of a");
   EXPECT_EQ(pjrt::LoadEntry(d, "key c"), std::nullopt);
   std::vector<std::filesystem::path> files;
@@ -288,20 +290,34 @@ TEST(DiskCacheTest, EntriesComeBackOnlyWholeAndUnderTheirOwnKey) {
   EXPECT_EQ(pjrt::LoadEntry(d, "key b"), std::nullopt);
   // Truncated: nothing.
   for (const auto& f : files) std::filesystem::remove(f);
-  pjrt::StoreEntry(d, "key c", "payload of c");
+  pjrt::StoreEntry(d, "key c", "payload of c", kTwoGiB);
   for (const auto& e : std::filesystem::directory_iterator(d)) std::filesystem::resize_file(e.path(), 10);
   EXPECT_EQ(pjrt::LoadEntry(d, "key c"), std::nullopt);
+}
+
+TEST(DiskCacheTest, TheSizeBoundIsANumberOfBytes) {
+  const CacheDir dir;
+  EXPECT_EQ(pjrt::DiskCacheMaxBytes(), uint64_t{2} << 30);
+  for (const char* bad : {"2G", "-1"}) {
+    setenv("CUXLA_CACHE_MAX_BYTES", bad, 1);
+    // A program of its own: one compiled before is found in the client's cache, not on disk.
+    auto error = ThrownError([&] { Compile(std::string(kAdd) + "// bound " + bad + "\n"); });
+    ASSERT_TRUE(error.has_value()) << bad;
+    EXPECT_EQ(error->kind(), ErrorKind::kValue);
+    EXPECT_TRUE(Contains(error->what(), std::string("CUXLA_CACHE_MAX_BYTES='") + bad + "' is not")) << error->what();
+  }
+  setenv("CUXLA_CACHE_MAX_BYTES", "4096", 1);
+  EXPECT_EQ(pjrt::DiskCacheMaxBytes(), 4096u);
+  unsetenv("CUXLA_CACHE_MAX_BYTES");
 }
 
 TEST(DiskCacheTest, TheSizeBoundDropsTheOldestEntries) {
   const CacheDir dir;
   const std::string d = dir.path().string();
-  setenv("CUXLA_CACHE_MAX_BYTES", "300", 1);
   const std::string payload(100, 'p');
   for (const char* key : {"one", "two", "three", "four"}) {
-    pjrt::StoreEntry(d, key, payload);
+    pjrt::StoreEntry(d, key, payload, 300);
   }
-  unsetenv("CUXLA_CACHE_MAX_BYTES");
   uint64_t total = 0;
   for (const auto& e : std::filesystem::directory_iterator(d)) total += e.file_size();
   EXPECT_LE(total, 300u);
