@@ -76,5 +76,6 @@ void RegisterExchangeApi(nb::module_& m);  // exchange_api.cc: export_to
 nb::class_<Executable> RegisterExecutable(nb::module_& m);  // executable.cc: Executable
 void RegisterCalls(nb::module_& m);       // calls.cc: call_with and its kept views
 void RegisterSharding(nb::module_& m, nb::class_<Executable>& executable);  // sharding.cc
+void RegisterTorchAllocator(nb::module_& m);  // torch_allocator.cc: PyTorch's allocations from XLA's CUDA pool
 
 }  // namespace cuxla::bindings

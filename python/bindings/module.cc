@@ -83,4 +83,5 @@ NB_MODULE(_cuxla, m) {
   nb::class_<cuxla::Executable> executable = RegisterExecutable(m);
   RegisterCalls(m);
   RegisterSharding(m, executable);
+  RegisterTorchAllocator(m);
 }

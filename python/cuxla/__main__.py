@@ -30,10 +30,11 @@ def main(argv: list[str] | None = None, prog: str = "cuxla") -> int:
     demo = commands.add_parser("demo", help="arrays, a compiled program, results and timings")
     demo.add_argument("--platform", choices=["cuda", "cpu"], help="default: CUDA if present, else CPU")
     bench = commands.add_parser("bench", help="benchmarks: table, JSON and a PNG plot")
-    bench.add_argument("what", choices=["handoff", "train", "scale", "models"],
+    bench.add_argument("what", choices=["handoff", "train", "scale", "models", "memory"],
                        help="handoff: PyTorch <-> XLA, beside JAX and copies; train: eager/inductor/cuxla; "
                             "scale: data-parallel steps over 1, 2, 4... devices; models: the Hugging Face zoo "
-                            "of PyTorch's dynamo benchmarks, eager vs cuxla, one process per model")
+                            "of PyTorch's dynamo benchmarks, eager vs cuxla, one process per model; memory: PyTorch and "
+                            "XLA on one CUDA memory pool or two")
     bench.add_argument("--max-bytes", type=int, help="largest tensor (default 1 GiB on CUDA, 256 MiB on CPU)")
     bench.add_argument("--out", default="bench-results", help="folder for WHAT.md/.json/.png")
     bench.add_argument("--budget", type=float, default=1.0, help="seconds per measurement (at least 5 runs)")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import shlex
 
 import cuxla
@@ -100,6 +101,10 @@ def _frameworks_report() -> None:
         fast = hasattr(torch.Tensor, "__dlpack_c_exchange_api__")
         print(f"  torch {torch_version}: DLPack C exchange API "
               + ("found (fast handoffs)" if fast else "absent (PyTorch < 2.10: handoffs go through __dlpack__)"))
+        if torch.cuda.is_available():  # whose memory XLA's programs will read and write
+            settings = os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or os.environ.get("PYTORCH_ALLOC_CONF")
+            print(f"  torch's CUDA allocator: {torch.cuda.memory.get_allocator_backend()}"
+                  f" (PYTORCH_CUDA_ALLOC_CONF {settings or 'unset'})")
     for name, use in (("torchax", "torch.compile(backend='cuxla') lowering"), ("jax", "torchax, and bench comparisons"),
                       ("transformers", "the model zoo of bench models")):
         version = _version(name)

@@ -21,13 +21,13 @@ class Workload:
     tokens: int = 0  # tokens per step, for a language model's tokens/s
 
 
-def mlp(device: str, size: str = "tiny") -> Workload:
+def mlp(device: str, size: str = "tiny", batch: int | None = None) -> Workload:
     width = 64 if size == "tiny" else 4096
     torch.manual_seed(0)
     model = torch.nn.Sequential(
         torch.nn.Linear(width, 2 * width), torch.nn.GELU(), torch.nn.Linear(2 * width, width),
         torch.nn.GELU(), torch.nn.Linear(width, 10)).to(device)
-    x = torch.randn(32 if size == "tiny" else 256, width, device=device)
+    x = torch.randn(batch or (32 if size == "tiny" else 256), width, device=device)
     y = torch.randint(0, 10, (x.shape[0],), device=device)
     return Workload("mlp", model, (x, y), lambda m, b: torch.nn.functional.cross_entropy(m(b[0]), b[1]))
 

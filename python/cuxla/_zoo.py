@@ -263,6 +263,8 @@ def run(name: str, steps: int = 3, device: str = "cpu", tolerance: float = 1e-4,
 
     import cuxla.dynamo
 
+    from . import _torch_memory
+
     row = {"model": name, "class": MODELS.get(name, (name,))[0], "device": device, "steps": steps,
            "device_name": torch.cuda.get_device_name(device) if device.startswith("cuda") else "CPU",
            "verdict": None, "detail": ""}
@@ -283,9 +285,9 @@ def run(name: str, steps: int = 3, device: str = "cpu", tolerance: float = 1e-4,
     reseeded = copy.deepcopy(model) if dropout == "default" else None  # eager under another seed
     try:
         if cuda:
-            torch.cuda.reset_peak_memory_stats()
+            _torch_memory.reset_torch_peak_memory_stats()
         eager_losses, eager_times = _train(reference, batch, steps, sync)
-        row["peak_mib_eager"] = torch.cuda.max_memory_allocated() / 2**20 if cuda else None
+        row["peak_mib_eager"] = _torch_memory.torch_max_memory_allocated() / 2**20 if cuda else None
     except Exception as error:
         traceback.print_exc()
         return {**row, "verdict": "eager failed", "detail": _first_line(error), "seconds": time.perf_counter() - start}
@@ -298,7 +300,7 @@ def run(name: str, steps: int = 3, device: str = "cpu", tolerance: float = 1e-4,
     torch._dynamo.reset()
     cuxla.dynamo.reset_report()
     if cuda:
-        torch.cuda.reset_peak_memory_stats()
+        _torch_memory.reset_torch_peak_memory_stats()
     try:
         losses, times = _train(torch.compile(model, backend="cuxla"), batch, steps, sync)
         error = None
@@ -349,7 +351,7 @@ def run(name: str, steps: int = 3, device: str = "cpu", tolerance: float = 1e-4,
         eager_vs_float64=own or None, cuxla_vs_float64=theirs or None,
         # The first step's extra time over a later one: tracing, partitioning, lowering, compiling.
         compile_s=max(times[0] - steady, 0.0),
-        peak_mib_cuxla=torch.cuda.max_memory_allocated() / 2**20 if cuda else None,
+        peak_mib_cuxla=_torch_memory.torch_max_memory_allocated() / 2**20 if cuda else None,
         peak_mib_xla=_xla_peak_mib() if cuda else None,
         # Training like eager with nothing in XLA is eager's pass, not cuxla's.
         verdict="wrong result" if wrong else "pass" if row["xla_ops"] else "eager only", detail=detail,
@@ -395,6 +397,10 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda"):
+        from . import _torch_memory
+
+        _torch_memory.use_xla_allocator_if_asked()
     try:
         row = run(args.name, args.steps, device, args.tolerance, args.dropout)
     except Exception as error:  # building the model, or the comparison itself

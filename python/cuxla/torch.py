@@ -3,6 +3,8 @@
 Handoffs go through PyTorch's DLPack C exchange API (PyTorch >= 2.10) when it
 has one, else through `__dlpack__`. On CUDA, XLA waits on the device for
 PyTorch's current stream and PyTorch's current stream for XLA: no host sync.
+`use_xla_allocator` and `xla_allocator` put PyTorch's CUDA allocations in
+the memory pool XLA allocates from (`_torch_memory`).
 """
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ import atexit
 import torch
 
 from . import _cuxla
+from ._torch_memory import (memory_pool_stats, reset_memory_pool_peaks, use_xla_allocator,  # noqa: F401
+                            uses_xla_allocator, xla_allocator)
 
 _HAS_EXCHANGE_API = hasattr(torch.Tensor, "__dlpack_c_exchange_api__")
 

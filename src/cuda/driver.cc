@@ -8,49 +8,10 @@
 #include <vector>
 
 #include "base/error.h"
+#include "cuda/driver_calls.h"
 
 namespace cuxla::cuda {
 namespace {
-
-// The driver API's types and the entry points used, as cuda.h declares them.
-using CUresult = int;
-using CUdevice = int;
-using CUcontext = struct CUctx_st*;
-using CUstream = struct CUstream_st*;
-using CUevent = struct CUevent_st*;
-constexpr unsigned kEventDisableTiming = 0x2;  // CU_EVENT_DISABLE_TIMING
-constexpr CUresult kNotReady = 600;            // CUDA_ERROR_NOT_READY
-
-// A driver entry point, called like the function, and the symbol it is
-// loaded from (some are versioned: cuCtxPushCurrent is cuCtxPushCurrent_v2).
-template <class... Args>
-struct Entry {
-  const char* symbol;
-  CUresult (*fn)(Args...) = nullptr;
-  CUresult operator()(Args... args) const { return fn(args...); }
-};
-
-struct Entries {
-  Entry<unsigned> cuInit{"cuInit"};
-  Entry<int*> cuDriverGetVersion{"cuDriverGetVersion"};
-  Entry<int*> cuDeviceGetCount{"cuDeviceGetCount"};
-  Entry<CUdevice*, int> cuDeviceGet{"cuDeviceGet"};
-  Entry<CUcontext*, CUdevice> cuDevicePrimaryCtxRetain{"cuDevicePrimaryCtxRetain"};
-  Entry<CUcontext> cuCtxPushCurrent{"cuCtxPushCurrent_v2"};
-  Entry<CUcontext*> cuCtxPopCurrent{"cuCtxPopCurrent_v2"};
-  Entry<CUcontext*> cuCtxGetCurrent{"cuCtxGetCurrent"};
-  Entry<CUevent*, unsigned> cuEventCreate{"cuEventCreate"};
-  Entry<CUevent, CUstream> cuEventRecord{"cuEventRecord"};
-  Entry<CUstream, CUevent, unsigned> cuStreamWaitEvent{"cuStreamWaitEvent"};
-  Entry<CUstream> cuStreamQuery{"cuStreamQuery"};
-  Entry<CUevent> cuEventSynchronize{"cuEventSynchronize"};
-
-  auto All() {
-    return std::tie(cuInit, cuDriverGetVersion, cuDeviceGetCount, cuDeviceGet, cuDevicePrimaryCtxRetain,
-                    cuCtxPushCurrent, cuCtxPopCurrent, cuCtxGetCurrent, cuEventCreate, cuEventRecord,
-                    cuStreamWaitEvent, cuStreamQuery, cuEventSynchronize);
-  }
-};
 
 // Loads libcuda.so.1 (never closed: the driver stays for the process) and
 // its entry points; empty on success, else why not.
@@ -99,15 +60,21 @@ const Loaded& Probe() noexcept {
   return loaded;
 }
 
-[[noreturn]] void Fail(const char* call, CUresult rc) {
-  throw Error(ErrorKind::kRuntime, std::string(call) + " failed with CUresult " + std::to_string(rc));
+// Each device's primary context, retained once for the process.
+struct PrimaryContexts {
+  std::mutex mutex;
+  std::vector<CUcontext> contexts;
+};
+
+PrimaryContexts& AllPrimaryContexts() {
+  static auto* all = new PrimaryContexts;  // never destroyed: used until the process ends
+  return *all;
 }
 
-// Per device: its primary context (retained for the process), one event
-// reused for every wait, since cuStreamWaitEvent takes the event's state when
-// called, and the events of StreamMarkers gone (kept for the next ones).
+// Per device: one event reused for every wait, since cuStreamWaitEvent takes
+// the event's state when called, and the events of StreamMarkers gone (kept
+// for the next ones).
 struct DeviceSync {
-  CUcontext context = nullptr;
   CUevent event = nullptr;
   std::vector<CUevent> spare_events;
 };
@@ -132,33 +99,11 @@ DeviceSyncs& AllDeviceSyncs(int device_count) {
 // DeviceSync, under one lock.
 template <class Work>
 void OnDevice(int ordinal, Work work) {
-  const Loaded& loaded = Probe();
-  if (!loaded.status.available)
-    throw Error(ErrorKind::kRuntime, "CUDA driver unavailable: " + loaded.status.why_not);
-  const Entries& cu = loaded.entries;
-  DeviceSyncs& all = AllDeviceSyncs(loaded.status.device_count);
-  if (ordinal < 0 || ordinal >= static_cast<int>(all.devices.size()))
-    throw Error(ErrorKind::kValue, "no CUDA device " + std::to_string(ordinal));
+  const DeviceContext context(ordinal);
+  DeviceSyncs& all = AllDeviceSyncs(Probe().status.device_count);
   std::lock_guard<std::mutex> lock(all.mutex);
-  DeviceSync& sync = all.devices[ordinal];
-  if (sync.context == nullptr) {
-    CUdevice device;
-    if (CUresult rc = cu.cuDeviceGet(&device, ordinal)) Fail("cuDeviceGet", rc);
-    if (CUresult rc = cu.cuDevicePrimaryCtxRetain(&sync.context, device)) Fail("cuDevicePrimaryCtxRetain", rc);
-  }
-  // The caller's thread usually has the device's primary context current
-  // already (PyTorch makes it so); push it only when it has not.
-  CUcontext current = nullptr;
-  cu.cuCtxGetCurrent(&current);
-  const bool push = current != sync.context;
-  if (push)
-    if (CUresult rc = cu.cuCtxPushCurrent(sync.context)) Fail("cuCtxPushCurrent", rc);
   const char* failed = nullptr;
-  CUresult rc = work(cu, sync, failed);
-  if (push) {
-    CUcontext popped;
-    cu.cuCtxPopCurrent(&popped);
-  }
+  const CUresult rc = work(context.cu, all.devices[ordinal], failed);
   if (failed != nullptr) Fail(failed, rc);
 }
 
@@ -177,6 +122,46 @@ CUresult RecordAndWait(const Entries& cu, CUevent event, intptr_t stream, intptr
 }  // namespace
 
 const DriverStatus& Driver() noexcept { return Probe().status; }
+
+const Entries& LoadedEntries() {
+  const Loaded& loaded = Probe();
+  if (!loaded.status.available)
+    throw Error(ErrorKind::kRuntime, "CUDA driver unavailable: " + loaded.status.why_not);
+  return loaded.entries;
+}
+
+void Fail(const char* call, CUresult rc) {
+  throw Error(ErrorKind::kRuntime, std::string(call) + " failed with CUresult " + std::to_string(rc));
+}
+
+DeviceContext::DeviceContext(int ordinal) : cu(LoadedEntries()), device(ordinal) {
+  const int count = Probe().status.device_count;
+  if (ordinal < 0 || ordinal >= count) throw Error(ErrorKind::kValue, "no CUDA device " + std::to_string(ordinal));
+  CUcontext context = nullptr;
+  {
+    PrimaryContexts& all = AllPrimaryContexts();
+    std::lock_guard<std::mutex> lock(all.mutex);
+    all.contexts.resize(count);
+    if (all.contexts[ordinal] == nullptr) {
+      CUdevice handle;
+      if (CUresult rc = cu.cuDeviceGet(&handle, ordinal)) Fail("cuDeviceGet", rc);
+      if (CUresult rc = cu.cuDevicePrimaryCtxRetain(&all.contexts[ordinal], handle))
+        Fail("cuDevicePrimaryCtxRetain", rc);
+    }
+    context = all.contexts[ordinal];
+  }
+  CUcontext current = nullptr;
+  cu.cuCtxGetCurrent(&current);
+  if (current == context) return;
+  if (CUresult rc = cu.cuCtxPushCurrent(context)) Fail("cuCtxPushCurrent", rc);
+  pushed_ = true;
+}
+
+DeviceContext::~DeviceContext() {
+  if (!pushed_) return;
+  CUcontext popped;
+  cu.cuCtxPopCurrent(&popped);
+}
 
 void StreamWaitStream(int ordinal, intptr_t waiter, intptr_t producer) {
   OnDevice(ordinal, [&](const Entries& cu, DeviceSync& sync, const char*& failed) -> CUresult {

@@ -26,6 +26,12 @@ if "CUXLA_CACHE_DIR" not in os.environ:
 import cuxla
 from cuxla import _cuxla
 
+if os.environ.get("CUXLA_ONE_POOL") == "1" and _cuxla.cuda_driver()["available"]:
+    # The suite with PyTorch's CUDA allocations in XLA's pool, set before any test touches CUDA.
+    from cuxla import _torch_memory
+
+    _torch_memory.use_xla_allocator_if_asked()
+
 
 def _platforms() -> list[str]:
     wanted = os.environ.get("CUXLA_TEST_PLATFORMS")

@@ -10,6 +10,7 @@ import torch
 
 import cuxla
 import cuxla.torch as ct
+from cuxla import _torch_memory
 
 AXPY = """
 func.func public @main(%a: tensor<f32>, %x: tensor<256xf32>, %y: tensor<256xf32>) -> tensor<256xf32> {
@@ -92,16 +93,16 @@ def test_soak_of_mixed_dtypes_ranks_and_layouts_keeps_memory_flat(client, tdev):
 
     cycles(2000)
     before = _rss()
-    allocated = torch.cuda.memory_allocated() if tdev == "cuda" else 0
+    allocated = _torch_memory.torch_memory_allocated() if tdev == "cuda" else 0
     xla_before = xla_in_use()
     cycles(SOAK_CYCLES)
     growth = _rss() - before
     print(f"{SOAK_CYCLES} cycles: host RSS {before / 2**20:.1f} -> {_rss() / 2**20:.1f} MiB"
-          + (f", torch {allocated} -> {torch.cuda.memory_allocated()} B, XLA {xla_before} -> {xla_in_use()} B"
+          + (f", torch {allocated} -> {_torch_memory.torch_memory_allocated()} B, XLA {xla_before} -> {xla_in_use()} B"
              if tdev == "cuda" else ""))
     assert growth < 32 * 2**20, f"host RSS grew {growth / 2**20:.1f} MiB over {SOAK_CYCLES} cycles"
     if tdev == "cuda":
-        assert torch.cuda.memory_allocated() == allocated
+        assert _torch_memory.torch_memory_allocated() == allocated
         assert xla_in_use() == xla_before
 
 

@@ -13,7 +13,7 @@ import torch
 
 import cuxla
 import cuxla.torch as ct
-from cuxla import _cuxla
+from cuxla import _cuxla, _torch_memory
 
 @pytest.fixture
 def tdev(client):
@@ -459,12 +459,12 @@ def test_100k_import_export_delete_cycles_keep_memory_flat(tdev):
 
     cycle(2000)
     before = _rss()
-    device_before = torch.cuda.memory_allocated() if tdev == "cuda" else 0
+    device_before = _torch_memory.torch_memory_allocated() if tdev == "cuda" else 0
     cycle(100_000)
     growth = _rss() - before
     assert growth < 16 * 2**20, f"host RSS grew {growth / 2**20:.1f} MiB over 100k cycles"
     if tdev == "cuda":
-        assert torch.cuda.memory_allocated() == device_before
+        assert _torch_memory.torch_memory_allocated() == device_before
 
 
 def test_jax_consumes_and_produces(client):

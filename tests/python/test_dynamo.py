@@ -11,7 +11,7 @@ import torch
 
 import cuxla
 import cuxla.dynamo
-from cuxla import _models
+from cuxla import _models, _torch_memory
 
 # float32 through a different compiler: sums in another order. Seen on the
 # CPU: losses within 2e-7 over 20 steps, gradients within 1.5e-6 of the
@@ -103,7 +103,7 @@ def test_training_matches_eager_at_every_step(tdev, name):
     memory = ""
     if tdev == "cuda":
         xla = cuxla._client.client_for_platform("cuda").memory_stats() or {}
-        memory = (f", peak memory: torch {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB, "
+        memory = (f", peak memory: torch {_torch_memory.torch_max_memory_allocated() / 2**30:.2f} GiB, "
                   f"XLA {(xla.get('peak_bytes_in_use') or 0) / 2**30:.2f} GiB")
     print(f"{name}({size}) on {tdev}: eager {eager[0]:.4f} -> {eager[-1]:.4f}, "
           f"cuxla {compiled[0]:.4f} -> {compiled[-1]:.4f}, worst relative difference {worst:.1e}, "

@@ -1,12 +1,13 @@
-"""`python -m cuxla bench handoff|train|scale|models`: PyTorch <-> XLA handoffs
-side by side; training step and compile times of torch.compile backends; the
-data-parallel step over 1, 2, 4... devices; the model zoo (cuxla._zoo)
-trained eager and under cuxla, compared. Each writes a table (Markdown, JSON)
-and a plot (PNG).
+"""`python -m cuxla bench handoff|train|scale|models|memory`: PyTorch <-> XLA
+handoffs side by side; training step and compile times of torch.compile
+backends; the data-parallel step over 1, 2, 4... devices; the model zoo
+(cuxla._zoo) trained eager and under cuxla, compared; PyTorch and XLA on one
+memory pool or two (CUDA only). Each writes a table (Markdown, JSON) and a
+plot (PNG).
 
-One module per benchmark (handoff, train, scale, models; train_child is the
-process each of train's backends runs in); writers writes their tables, rows
-and figures.
+One module per benchmark (handoff, train, scale, models, memory; train_child
+and memory_child are the processes train's backends and memory's
+measurements run in); writers writes their tables, rows and figures.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 from .. import _zoo
 from .handoff import handoff
+from .memory import memory
 from .models import models
 from .scale import scale
 from .train import train
@@ -29,6 +31,8 @@ def main(args) -> int:
     if args.what == "train":
         return train((args.models or "bert,gpt2,llama").split(","), args.backends.split(","), args.rounds,
                      args.steps or 4, args.out)
+    if args.what == "memory":
+        return memory(args.out)
     if args.what == "scale":
         return scale((args.models or "mlp,cnn,bert").split(","), args.steps or 20, args.out)
     return handoff(args.max_bytes, args.out, args.budget)

@@ -199,3 +199,40 @@ def write_models(rows: list[dict], steps: int, dropout: str, tolerance: float, o
     ax.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=VERDICT_COLOURS.get(v, "grey")) for v in seen],
               labels=list(seen), fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     save(out_dir, "models", card, rows, lines, fig)
+
+
+def memory_cell(row: dict) -> str:
+    """One measurement of `bench memory`, as its table shows it."""
+    if "error" in row:
+        return f"failed: {row['error'][:80]}"
+    if "us_per_op" in row:
+        return f"{row['us_per_op']:.2f} µs"
+    if "batch" in row:
+        return f"{row['batch']} (in {row['budget_gib']:.0f} GiB)"
+    return f"{row['peak_gib']:.2f} GiB, step {row['step_ms']:.1f} ms"
+
+
+def write_memory(rows: list[dict], card: str, settings: dict[str, str], out_dir: pathlib.Path) -> None:
+    measures = list(dict.fromkeys(r["measure"] for r in rows))
+    lines = [f"Memory on {card}: peak device memory in use after each of 5 training steps, over what was in use "
+             "before (torch.cuda.mem_get_info: what other processes see taken), and step time; the largest MLP "
+             "batch (width 4096) whose training fits 8 GiB; the host's time for an eager op making a new tensor.",
+             "", "| measure | " + " | ".join(settings) + " |", "|---|" + "---|" * len(settings)]
+    by_key = {(r["measure"], r["setting"]): r for r in rows}
+    for measure in measures:
+        cells = [memory_cell(by_key[(measure, s)]) if (measure, s) in by_key else "-" for s in settings]
+        lines.append(f"| {measure} | " + " | ".join(cells) + " |")
+    lines += ["", *[f"- {name}: {what}" for name, what in settings.items()]]
+    print("\n".join(lines))
+    plt = pyplot()
+    peaks = [m for m in measures if any("peak_gib" in by_key.get((m, s), {}) for s in settings)]
+    fig, ax = plt.subplots(figsize=(8, 4))
+    width = 0.8 / len(settings)
+    for i, setting in enumerate(settings):
+        values = [by_key.get((m, setting), {}).get("peak_gib", 0.0) for m in peaks]
+        ax.bar([x + i * width for x in range(len(peaks))], values, width, label=setting)
+    ax.set_xticks([x + width for x in range(len(peaks))], peaks, fontsize=8)
+    ax.set_ylabel("peak device memory in use (GiB)")
+    ax.set_title(f"One pool or two: compiled training on {card}")
+    ax.legend()
+    save(out_dir, "memory", card, rows, lines, fig)

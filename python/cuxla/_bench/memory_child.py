@@ -1,0 +1,115 @@
+"""One measurement of `bench memory` under one allocator setting, in a
+process of its own (PyTorch's allocator is chosen before its first CUDA
+allocation, and one measurement's caches must not hide the next one's
+peak). Prints one JSON line.
+
+    python -m cuxla._bench.memory_child eager|two_pools|one_pool MEASURE
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+
+import torch
+
+SETTINGS = {
+    "eager": "eager PyTorch alone, its caching allocator",
+    "two_pools": "cuxla: PyTorch's caching allocator beside XLA's BFC allocator",
+    "one_pool": "cuxla: PyTorch and XLA on one pool (cuxla.torch.use_xla_allocator)",
+}
+
+
+def _device_used() -> int:
+    free, total = torch.cuda.mem_get_info()
+    return total - free
+
+
+def _emit(**row) -> None:
+    print(json.dumps(row), flush=True)
+
+
+def _training_peak(setting: str, name: str, workload, steps: int = 5) -> None:
+    """Device memory in use as the user sees it (mem_get_info, after each
+    step: caches keep what a step took), over what was in use before."""
+    from .. import _models
+
+    base = _device_used()
+    step = _models.training_step(workload, None if setting == "eager" else "cuxla")
+    peak, times = 0, []
+    for _ in range(steps):
+        start = time.perf_counter()
+        loss = step()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+        peak = max(peak, _device_used() - base)
+    _emit(setting=setting, measure=name, peak_gib=peak / 2**30, step_ms=statistics.median(times[1:]) * 1e3,
+          loss=loss.item())
+
+
+def _largest_batch(setting: str, budget: int) -> None:
+    """The largest MLP batch (doubling from 256) whose training fits in
+    `budget` bytes of the device: the rest is taken by a block of PyTorch's."""
+    from .. import _models
+
+    free, _ = torch.cuda.mem_get_info()
+    ballast = torch.empty(max(free - budget, 0), dtype=torch.uint8, device="cuda")  # noqa: F841
+    fits, batch = 0, 256
+    while batch <= 1 << 22:
+        try:
+            workload = _models.mlp("cuda", "base", batch=batch)
+            step = _models.training_step(workload, None if setting == "eager" else "cuxla")
+            for _ in range(2):
+                step().item()
+        except (RuntimeError, MemoryError) as error:  # torch.OutOfMemoryError is a RuntimeError
+            if "out of memory" not in str(error).lower() and not isinstance(error, MemoryError):
+                raise
+            break
+        fits, batch = batch, batch * 2
+        del workload, step
+    _emit(setting=setting, measure="largest MLP batch", budget_gib=budget / 2**30, batch=fits)
+
+
+def _allocation_cost(setting: str, ops: int = 20000) -> None:
+    """Host µs per eager op that makes a new tensor (a + b, 1 KiB)."""
+    a = torch.ones(256, device="cuda")
+    for _ in range(1000):
+        a + a
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(ops):
+        a + a
+    elapsed = time.perf_counter() - start
+    torch.cuda.synchronize()
+    _emit(setting=setting, measure="eager op with a new tensor", us_per_op=elapsed / ops * 1e6)
+
+
+MEASURES = ["eager op", "bert", "bert with dropout in PyTorch", "largest batch"]
+
+
+def main(setting: str, measure: str) -> int:
+    import cuxla
+    import cuxla.dynamo
+    from cuxla import _models, _torch_memory
+
+    if setting == "one_pool":
+        _torch_memory.use_xla_allocator()
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    torch.cuda.init()
+    if setting != "eager":
+        cuxla._client.client_for_platform("cuda")  # its context and options, before the baseline
+    if measure == "eager op":
+        _allocation_cost(setting)
+    elif measure == "bert":
+        _training_peak(setting, "BERT-base 16 x 128 training", _models.bert("cuda", "base"))
+    elif measure == "bert with dropout in PyTorch":
+        cuxla.dynamo.fallback_random = True  # the graph is cut around each dropout
+        _training_peak(setting, "BERT-base, dropout 0.1 in PyTorch", _models.bert("cuda", "base", dropout=0.1))
+    else:
+        _largest_batch(setting, budget=8 << 30)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))

@@ -1,0 +1,59 @@
+// The default CUDA memory pool: allocations in a stream's order, frees, usage; and what a machine without a GPU says.
+#include <cstdint>
+#include <string>
+
+#include "base/error.h"
+#include "cuda/driver.h"
+#include "cuda/memory_pool.h"
+#include "test_env.h"
+
+namespace cuxla {
+namespace {
+
+using test::Contains;
+using test::ThrownError;
+
+TEST(MemoryPoolTest, WithoutAGpuAllocationIsNullAndSaysWhy) {
+  if (cuda::Driver().available) GTEST_SKIP() << "a machine with a GPU";
+  std::string why;
+  EXPECT_EQ(cuda::PoolAllocate(0, 1 << 20, 0, why), nullptr);
+  EXPECT_TRUE(Contains(why, "CUDA driver unavailable")) << why;
+  auto error = ThrownError([] { cuda::DefaultPoolUsage(0); });
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ(error->kind(), ErrorKind::kRuntime);
+}
+
+TEST(MemoryPoolTest, AllocationsAreThePoolsUntilFreedAndTrimmed) {
+  if (!cuda::Driver().available) GTEST_SKIP() << "needs a CUDA GPU";
+  constexpr size_t kSize = 64 << 20;
+  cuda::KeepFreedMemoryInPool(0);
+  const cuda::PoolUsage before = cuda::DefaultPoolUsage(0);
+  std::string why;
+  void* ptr = cuda::PoolAllocate(0, kSize, /*legacy default stream*/ 0, why);
+  ASSERT_NE(ptr, nullptr) << why;
+  const cuda::PoolUsage held = cuda::DefaultPoolUsage(0);
+  EXPECT_GE(held.used, before.used + kSize);
+  EXPECT_GE(held.used_peak, held.used);
+  cuda::PoolFree(0, ptr, 0, {});
+  cuda::TrimPool(0);
+  const cuda::PoolUsage trimmed = cuda::DefaultPoolUsage(0);
+  EXPECT_EQ(trimmed.used, before.used);
+  EXPECT_LE(trimmed.reserved, held.reserved);
+}
+
+TEST(MemoryPoolTest, AnImpossibleAllocationIsOutOfMemory) {
+  if (!cuda::Driver().available) GTEST_SKIP() << "needs a CUDA GPU";
+  std::string why;
+  EXPECT_EQ(cuda::PoolAllocate(0, size_t{1} << 50, 0, why), nullptr);
+  EXPECT_EQ(why, "out of memory");
+}
+
+TEST(MemoryPoolTest, ANonexistentDeviceIsAValueError) {
+  if (!cuda::Driver().available) GTEST_SKIP() << "needs a CUDA GPU";
+  auto error = ThrownError([] { cuda::DefaultPoolUsage(1 << 20); });
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ(error->kind(), ErrorKind::kValue);
+}
+
+}  // namespace
+}  // namespace cuxla
