@@ -1,4 +1,5 @@
 // python/bindings/compile_cache.cc — the on-disk compile cache for Python: its counts, and the package's own entries.
+#include <cstdint>
 #include <optional>
 #include <string_view>
 
@@ -32,9 +33,17 @@ void RegisterCompileCache(nb::module_& m) {
     return nb::bytes(entry->data(), entry->size());
   }, "key"_a, "The cache's entry for `key`, or None (no entry, an unusable one, or the cache off).");
   m.def("compile_cache_store", [](nb::bytes key, nb::bytes payload) {
-    if (const auto dir = pjrt::DiskCacheDir())
-      pjrt::StoreEntry(*dir, std::string_view(key.c_str(), key.size()),
-                       std::string_view(payload.c_str(), payload.size()), pjrt::DiskCacheMaxBytes());
+    const auto dir = pjrt::DiskCacheDir();
+    if (!dir) return;
+    uint64_t max_bytes = 0;
+    try {
+      max_bytes = pjrt::DiskCacheMaxBytes();
+    } catch (const Error&) {  // a malformed bound: the compile that follows says so
+      pjrt::CountDiskCacheError();
+      return;
+    }
+    pjrt::StoreEntry(*dir, std::string_view(key.c_str(), key.size()),
+                     std::string_view(payload.c_str(), payload.size()), max_bytes);
   }, "key"_a, "payload"_a, "Writes `payload` as `key`'s entry (nothing when the cache is off; failures are counted).");
 }
 

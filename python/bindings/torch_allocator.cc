@@ -28,17 +28,21 @@ std::array<std::atomic<int64_t>, kMaxDevices> torch_bytes{};
 std::array<std::atomic<int64_t>, kMaxDevices> torch_peak_bytes{};
 std::array<std::atomic<bool>, kMaxDevices> used_devices{};
 
-// The streams other than its allocation stream each block was used on
-// (PyTorch's record_stream): its free waits for them.
-struct RecordedStreams {
+// The blocks PyTorch holds from these functions, each with the streams other
+// than its allocation stream it was used on (PyTorch's record_stream, which
+// also names tensors PyTorch only wraps, such as XLA's outputs: not ours to
+// order). A block's free waits for its streams.
+struct LiveBlocks {
   std::mutex mutex;
-  std::unordered_map<void*, std::vector<intptr_t>> by_block;
+  std::unordered_map<void*, std::vector<intptr_t>> streams;
 };
 
-RecordedStreams& Recorded() {
-  static auto* recorded = new RecordedStreams;  // never destroyed: PyTorch frees until the process ends
-  return *recorded;
+LiveBlocks& Live() {
+  static auto* live = new LiveBlocks;  // never destroyed: PyTorch frees until the process ends
+  return *live;
 }
+
+bool KnownDevice(int device) { return device >= 0 && device < kMaxDevices; }
 
 std::string Gib(uint64_t bytes) {
   char text[32];
@@ -46,11 +50,15 @@ std::string Gib(uint64_t bytes) {
   return text;
 }
 
-// Why PyTorch's allocation of `size` bytes on `device` failed, with both
-// runtimes' usage of the pool they share.
-std::string OutOfMemoryMessage(int device, size_t size, const std::string& why) {
-  std::string message = "CUDA out of memory: PyTorch asked for " + Gib(size) + " on device " +
-                        std::to_string(device) + " from the memory pool it shares with XLA (" + why + ")";
+// Why PyTorch's allocation of `size` bytes on `device` failed (`why`: "out
+// of memory", or the failed call), with both runtimes' usage of the pool
+// they share.
+std::string AllocationFailure(int device, size_t size, const std::string& why) {
+  const std::string asked = Gib(size) + " on device " + std::to_string(device) +
+                            " from the memory pool PyTorch shares with XLA";
+  std::string message = why == "out of memory" ? "CUDA out of memory: PyTorch asked for " + asked
+                                               : "PyTorch's CUDA allocation of " + asked + " failed: " + why;
+  if (!KnownDevice(device)) return message;
   try {
     const cuda::PoolUsage usage = cuda::DefaultPoolUsage(device);
     const auto torch = static_cast<uint64_t>(torch_bytes[device].load());
@@ -62,14 +70,21 @@ std::string OutOfMemoryMessage(int device, size_t size, const std::string& why) 
   return message;
 }
 
-bool KnownDevice(int device) { return device >= 0 && device < kMaxDevices; }
-
 void* Allocate(size_t size, int device, void* stream, bool throw_when_out) {
   if (size == 0) return nullptr;  // an empty tensor's data: nothing to allocate
   std::string why = "no such device";
   void* ptr = KnownDevice(device) ? cuda::PoolAllocate(device, size, reinterpret_cast<intptr_t>(stream), why)
                                   : nullptr;
   if (ptr != nullptr) {
+    try {
+      LiveBlocks& live = Live();
+      std::lock_guard<std::mutex> lock(live.mutex);
+      live.streams.emplace(ptr, std::vector<intptr_t>());
+    } catch (...) {  // no host memory to remember the block: give it back
+      cuda::PoolFree(device, ptr, reinterpret_cast<intptr_t>(stream), {});
+      if (throw_when_out) throw;
+      return nullptr;
+    }
     const int64_t held = torch_bytes[device] += static_cast<int64_t>(size);
     int64_t peak = torch_peak_bytes[device].load();
     while (held > peak && !torch_peak_bytes[device].compare_exchange_weak(peak, held)) {
@@ -77,7 +92,7 @@ void* Allocate(size_t size, int device, void* stream, bool throw_when_out) {
     used_devices[device] = true;
     return ptr;
   }
-  if (throw_when_out) throw std::runtime_error(OutOfMemoryMessage(device, size, why));
+  if (throw_when_out) throw std::runtime_error(AllocationFailure(device, size, why));
   return nullptr;
 }
 
@@ -107,24 +122,25 @@ CUXLA_TORCH_ALLOCATOR_API void cuxla_torch_free(void* ptr, size_t size, int devi
   if (ptr == nullptr || !KnownDevice(device)) return;
   std::vector<intptr_t> also_used_on;
   {
-    RecordedStreams& recorded = Recorded();
-    std::lock_guard<std::mutex> lock(recorded.mutex);
-    if (auto it = recorded.by_block.find(ptr); it != recorded.by_block.end()) {
+    LiveBlocks& live = Live();
+    std::lock_guard<std::mutex> lock(live.mutex);
+    if (auto it = live.streams.find(ptr); it != live.streams.end()) {
       also_used_on = std::move(it->second);
-      recorded.by_block.erase(it);
+      live.streams.erase(it);
     }
   }
   cuxla::cuda::PoolFree(device, ptr, reinterpret_cast<intptr_t>(stream), also_used_on);
   torch_bytes[device] -= static_cast<int64_t>(size);
 }
 
-// PyTorch's record_stream: the block is used on `stream` too.
+// PyTorch's record_stream: the block is used on `stream` too (a pointer
+// that is not one of ours is left to its owner).
 CUXLA_TORCH_ALLOCATOR_API void cuxla_torch_record_stream(void* ptr, void* stream) noexcept {
   using namespace cuxla::bindings;
   try {
-    RecordedStreams& recorded = Recorded();
-    std::lock_guard<std::mutex> lock(recorded.mutex);
-    recorded.by_block[ptr].push_back(reinterpret_cast<intptr_t>(stream));
+    LiveBlocks& live = Live();
+    std::lock_guard<std::mutex> lock(live.mutex);
+    if (auto it = live.streams.find(ptr); it != live.streams.end()) it->second.push_back(reinterpret_cast<intptr_t>(stream));
   } catch (...) {
     // Out of host memory: nothing better to do than to leave the free unordered.
   }

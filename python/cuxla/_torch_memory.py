@@ -62,8 +62,11 @@ def use_xla_allocator() -> None:
     has the pool's. Out of memory is a RuntimeError naming both runtimes'
     usage. Where PyTorch itself was started with
     PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync it draws from the same
-    pool already, and only XLA is set to."""
+    pool already, and only XLA is set to. A second call changes nothing."""
+    global _whole_process
     _require_gpu()
+    if _whole_process:
+        return
     if torch.cuda.memory.get_allocator_backend() == "cudaMallocAsync":
         _xla_on_the_pool()
         return
@@ -76,7 +79,6 @@ def use_xla_allocator() -> None:
     allocator.allocator().set_record_stream_fn(_address(library.cuxla_torch_record_stream))
     allocator.allocator().set_reset_fn(_address(library.cuxla_torch_empty_cache))
     torch.cuda.memory.change_current_allocator(allocator)
-    global _whole_process
     _whole_process = True
 
 
@@ -110,7 +112,12 @@ def memory_pool_stats(device: Any = None) -> dict[str, int]:
     the last `reset_memory_pool_peaks`, and of what it hands out, PyTorch's
     (through cuxla's allocator) and the rest's (XLA's)."""
     _require_gpu()
-    usage = _cuxla.memory_pool_usage(_ordinal(device))
+    ordinal = _ordinal(device)
+    usage = _cuxla.memory_pool_usage(ordinal)
+    if not _whole_process and torch.cuda.memory.get_allocator_backend() == "cudaMallocAsync":
+        # PyTorch's own backend on the pool: it counts its bytes itself.
+        usage["torch_bytes"] = torch.cuda.memory_allocated(ordinal)
+        usage["torch_peak_bytes"] = torch.cuda.max_memory_allocated(ordinal)
     return {**usage, "xla_bytes": max(usage["used_bytes"] - usage["torch_bytes"], 0)}
 
 
@@ -145,9 +152,10 @@ def _xla_on_the_pool() -> None:
 
 
 def _ordinal(device: Any) -> int:
-    """The CUDA ordinal of a device as PyTorch names one (None: the current device)."""
+    """The CUDA ordinal of a device as PyTorch names one (None: the current
+    device, or device 0 before PyTorch's CUDA starts, which asking would start)."""
     if device is None:
-        return torch.cuda.current_device()
+        return torch.cuda.current_device() if torch.cuda.is_initialized() else 0
     device = torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
     if device.type != "cuda":
         raise ValueError(f"the memory pool is a CUDA device's, not {device}'s")

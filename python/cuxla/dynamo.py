@@ -65,6 +65,7 @@ _fallbacks: collections.Counter[tuple[str, str]] = collections.Counter()
 _STATS = {"graphs": 0, "xla_programs": 0, "aten_ops": 0, "xla_ops": 0, "lowerings_from_cache": 0, "lowering_s": 0.0,
           "compile_s": 0.0, "program_calls": 0, "call_s": 0.0}
 _stats = dict(_STATS)
+_epoch = 0  # reset_report()s so far: a share recorded before one is not taken back after it
 
 
 def report() -> dict[str, Any]:
@@ -85,7 +86,9 @@ def report() -> dict[str, Any]:
 
 
 def reset_report() -> None:
+    global _epoch
     with _lock:
+        _epoch += 1
         _fallbacks.clear()
         _stats.update(_STATS)
         torch._dynamo.utils.counters["graph_break"].clear()
@@ -257,7 +260,9 @@ class _XlaProgram:
                     self.executable = self._compiling.result()
                 except Exception as error:
                     self._instead = self._if_compile_fails(error)
-                self._if_compile_fails = None  # holds the graph: not needed again
+                    self.constants = []  # the program's own, on the device: what replaces it has its own
+                # Not needed again: they hold the graph, and a failure's traceback.
+                self._if_compile_fails = self._compiling = None
         return self._instead(*args) if self._instead is not None else self(*args)
 
     def __call__(self, *args: torch.Tensor) -> list[torch.Tensor | None]:
@@ -465,15 +470,18 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
     return _reshapes_for_views(_copy(gm))
 
 
-def _compiled_again(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], error: Exception) -> Callable:
+def _compiled_again(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], recorded_in: int,
+                    error: Exception) -> Callable:
     """What runs a whole graph whose compile in the background failed: its
-    share in the report taken back, the graph compiled again as `error` allows."""
+    share in the report taken back (unless the report was reset since
+    `recorded_in`, its epoch then), the graph compiled again as `error` allows."""
     ops = len(_aten_ops(gm))
     log.warning("XLA's compile of a graph of %d ops failed (%s): compiled again, what fails left to PyTorch",
                 ops, _one_line(error))
-    _record(-ops, -ops, {}, graphs=-1)
-    with _lock:
-        _stats["xla_programs"] -= 1
+    if recorded_in == _epoch:
+        _record(-ops, -ops, {}, graphs=-1)
+        with _lock:
+            _stats["xla_programs"] -= 1
     return _compile_graph(gm, example_inputs, compile_failed=error)
 
 
@@ -553,7 +561,7 @@ def _partition_and_lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
     partitions = partitioner.propose_partitions()
     in_xla = sum(1 for p in partitions for n in p.nodes if _is_aten_op(n))
     if in_xla == len(every_op) and len(partitions) == 1 and all(isinstance(v, torch.Tensor) for v in example_inputs):
-        if_compile_fails = functools.partial(_compiled_again, gm, example_inputs) if in_background else None
+        if_compile_fails = functools.partial(_compiled_again, gm, example_inputs, _epoch) if in_background else None
         program = _lower(gm, list(example_inputs), if_compile_fails)
         _record(len(every_op), in_xla, {})
         return program
@@ -637,5 +645,8 @@ _aot_backend = aot_autograd(fw_compiler=compile_graph, bw_compiler=compile_graph
 def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable:
     """The backend: `torch.compile(model, backend="cuxla")` finds it through
     the `torch_dynamo_backends` entry point; `backend=cuxla.dynamo.backend` works too."""
-    with functorch_config.patch(force_non_lazy_backward_lowering=compile_backward_with_forward):
+    # A PyTorch without this setting compiles the backward at its first call.
+    early = {"force_non_lazy_backward_lowering": compile_backward_with_forward} \
+        if hasattr(functorch_config, "force_non_lazy_backward_lowering") else {}
+    with functorch_config.patch(early):
         return _aot_backend(gm, example_inputs)

@@ -26,8 +26,10 @@ std::string Load(Entries& e) {
     entry.fn = reinterpret_cast<decltype(entry.fn)>(dlsym(lib, entry.symbol));
     if (entry.fn == nullptr && missing == nullptr) missing = entry.symbol;
   };
-  std::apply([&](auto&... entry) { (resolve(entry), ...); }, e.All());
+  std::apply([&](auto&... entry) { (resolve(entry), ...); }, e.Required());
   if (missing != nullptr) return std::string("libcuda.so.1 lacks ") + missing;
+  std::apply([&](auto&... entry) { ((entry.fn = reinterpret_cast<decltype(entry.fn)>(dlsym(lib, entry.symbol))), ...); },
+             e.Pools());
   return {};
 }
 
@@ -60,9 +62,10 @@ const Loaded& Probe() noexcept {
   return loaded;
 }
 
-// Each device's primary context, retained once for the process.
+// Each device's handle and primary context, retained once for the process.
 struct PrimaryContexts {
   std::mutex mutex;
+  std::vector<CUdevice> devices;
   std::vector<CUcontext> contexts;
 };
 
@@ -134,20 +137,21 @@ void Fail(const char* call, CUresult rc) {
   throw Error(ErrorKind::kRuntime, std::string(call) + " failed with CUresult " + std::to_string(rc));
 }
 
-DeviceContext::DeviceContext(int ordinal) : cu(LoadedEntries()), device(ordinal) {
+DeviceContext::DeviceContext(int ordinal) : cu(LoadedEntries()) {
   const int count = Probe().status.device_count;
   if (ordinal < 0 || ordinal >= count) throw Error(ErrorKind::kValue, "no CUDA device " + std::to_string(ordinal));
   CUcontext context = nullptr;
   {
     PrimaryContexts& all = AllPrimaryContexts();
     std::lock_guard<std::mutex> lock(all.mutex);
+    all.devices.resize(count);
     all.contexts.resize(count);
     if (all.contexts[ordinal] == nullptr) {
-      CUdevice handle;
-      if (CUresult rc = cu.cuDeviceGet(&handle, ordinal)) Fail("cuDeviceGet", rc);
-      if (CUresult rc = cu.cuDevicePrimaryCtxRetain(&all.contexts[ordinal], handle))
+      if (CUresult rc = cu.cuDeviceGet(&all.devices[ordinal], ordinal)) Fail("cuDeviceGet", rc);
+      if (CUresult rc = cu.cuDevicePrimaryCtxRetain(&all.contexts[ordinal], all.devices[ordinal]))
         Fail("cuDevicePrimaryCtxRetain", rc);
     }
+    device = all.devices[ordinal];
     context = all.contexts[ordinal];
   }
   CUcontext current = nullptr;

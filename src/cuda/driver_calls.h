@@ -57,12 +57,17 @@ struct Entries {
   Entry<CUmemoryPool, int, void*> cuMemPoolSetAttribute{"cuMemPoolSetAttribute"};
   Entry<CUmemoryPool, size_t> cuMemPoolTrimTo{"cuMemPoolTrimTo"};
 
-  auto All() {
+  // Those the driver must have.
+  auto Required() {
     return std::tie(cuInit, cuDriverGetVersion, cuDeviceGetCount, cuDeviceGet, cuDevicePrimaryCtxRetain,
                     cuCtxPushCurrent, cuCtxPopCurrent, cuCtxGetCurrent, cuCtxSynchronize, cuEventCreate,
-                    cuEventRecord, cuStreamWaitEvent, cuStreamQuery, cuEventSynchronize, cuDeviceGetDefaultMemPool,
-                    cuMemAllocFromPoolAsync, cuMemFreeAsync, cuMemPoolGetAttribute, cuMemPoolSetAttribute,
-                    cuMemPoolTrimTo);
+                    cuEventRecord, cuStreamWaitEvent, cuStreamQuery, cuEventSynchronize);
+  }
+  // The stream-ordered memory pools' (CUDA 11.2): null in an older driver,
+  // whose other uses go on (memory_pool.cc says what is missing).
+  auto Pools() {
+    return std::tie(cuDeviceGetDefaultMemPool, cuMemAllocFromPoolAsync, cuMemFreeAsync, cuMemPoolGetAttribute,
+                    cuMemPoolSetAttribute, cuMemPoolTrimTo);
   }
 };
 
@@ -85,7 +90,7 @@ class DeviceContext {
   DeviceContext& operator=(const DeviceContext&) = delete;
 
   const Entries& cu;
-  const CUdevice device;
+  CUdevice device = 0;  // the driver's handle of the device
 
  private:
   bool pushed_ = false;

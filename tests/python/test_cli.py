@@ -150,16 +150,17 @@ def test_bench_memory_needs_a_gpu_and_says_so(tmp_path):
 def test_bench_memory_table_and_plot(tmp_path):
     # The rows as memory_child prints them (the measurements are the GPU run's).
     from cuxla._bench import writers
-    from cuxla._bench.memory_child import SETTINGS
+    from cuxla._bench.memory_child import MEASURES, SETTINGS
 
-    rows = [{"setting": s, "measure": "BERT-base 16 x 128 training", "peak_gib": 3.0 + i, "step_ms": 40.0,
+    rows = [{"setting": s, "measure": MEASURES["bert"], "peak_gib": 3.0 + i, "step_ms": 40.0,
              "loss": 7.0} for i, s in enumerate(SETTINGS)]
-    rows += [{"setting": "one_pool", "measure": "largest MLP batch", "budget_gib": 8.0, "batch": 4096},
-             {"setting": "two_pools", "measure": "eager op with a new tensor", "us_per_op": 4.25},
-             {"setting": "eager", "measure": "largest MLP batch", "error": "RuntimeError: boom"}]
+    rows += [{"setting": "one_pool", "measure": MEASURES["largest batch"], "budget_gib": 8.0, "batch": 4096},
+             {"setting": "two_pools", "measure": MEASURES["eager op"], "us_per_op": 4.25},
+             {"setting": "eager", "measure": MEASURES["largest batch"], "error": "RuntimeError: boom"}]
     writers.write_memory(rows, "a test card", SETTINGS, tmp_path)
     table = (tmp_path / "memory.md").read_text()
     assert "| BERT-base 16 x 128 training | 3.00 GiB, step 40.0 ms | 4.00 GiB" in table
+    assert len([line for line in table.splitlines() if line.startswith("| largest MLP batch")]) == 1
     assert "4096 (in 8 GiB)" in table and "4.25 µs" in table and "failed: RuntimeError: boom" in table
     assert (tmp_path / "memory.png").stat().st_size > 1000
     assert json.loads((tmp_path / "memory.json").read_text())["rows"] == rows

@@ -175,3 +175,16 @@ def test_second_process_takes_torch_compiles_lowering_and_executable_from_disk(t
     if first["stores"] > first["programs"]:  # the plugin serializes executables too
         assert second["hits"] >= second["programs"] and second["misses"] == 0  # cuxla's own copies too
     assert second["losses"] == first["losses"]
+
+
+def test_a_malformed_size_bound_is_a_value_error_naming_it(tmp_path, monkeypatch):
+    import cuxla
+
+    monkeypatch.setenv("CUXLA_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("CUXLA_CACHE_MAX_BYTES", "2G")
+    errors = _cuxla.compile_cache_stats()["errors"]
+    _cuxla.compile_cache_store(b"a key", b"a payload")  # the package's own entries: counted, not raised
+    assert _cuxla.compile_cache_stats()["errors"] == errors + 1 and not list(tmp_path.iterdir())
+    program = "func.func public @main(%x: tensor<3xf32>) -> tensor<3xf32> {\n  return %x : tensor<3xf32>\n}\n// bound"
+    with pytest.raises(ValueError, match=r"CUXLA_CACHE_MAX_BYTES='2G' is not an integer"):
+        cuxla.compile(program, client="cpu")

@@ -25,17 +25,24 @@ def memory(out_dir: str) -> int:
     card = torch.cuda.get_device_name()
     print(f"cuxla bench memory on {card}: each measurement in a process of its own")
     rows = []
-    for measure in MEASURES:
+    for measure, title in MEASURES.items():
         for setting in SETTINGS:
-            child = subprocess.run([sys.executable, "-m", "cuxla._bench.memory_child", setting, measure],
-                                   capture_output=True, text=True, timeout=1800)
-            lines = [line for line in child.stdout.splitlines() if line.startswith("{")]
-            if child.returncode != 0 or not lines:
-                error = (child.stderr.strip().splitlines() or ["no output"])[-1]
-                row = {"setting": setting, "measure": measure, "error": error}
-            else:
-                row = json.loads(lines[-1])
+            row = _measure(setting, measure) or {}
+            row = row if "measure" in row else {"setting": setting, "measure": title, **row}
             rows.append(row)
-            print(f"  {measure:30s} {setting:9s} {writers.memory_cell(row)}", flush=True)
+            print(f"  {title:34s} {setting:9s} {writers.memory_cell(row)}", flush=True)
     writers.write_memory(rows, card, SETTINGS, pathlib.Path(out_dir))
     return 0
+
+
+def _measure(setting: str, measure: str, timeout_s: float = 900) -> dict:
+    """The child's row, or {"error": why} where it failed or ran out of time."""
+    try:
+        child = subprocess.run([sys.executable, "-m", "cuxla._bench.memory_child", setting, measure],
+                               capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return {"error": f"no answer within {timeout_s:.0f} s"}
+    lines = [line for line in child.stdout.splitlines() if line.startswith("{")]
+    if child.returncode != 0 or not lines:
+        return {"error": (child.stderr.strip().splitlines() or ["no output"])[-1]}
+    return json.loads(lines[-1])
