@@ -40,7 +40,8 @@ def main(argv: list[str] | None = None, prog: str = "cuxla") -> int:
     bench.add_argument("--budget", type=float, default=1.0, help="seconds per measurement (at least 5 runs)")
     bench.add_argument("--models", help="train: models of mlp,cnn,bert,gpt2,llama (default bert,gpt2,llama); "
                                         "scale: the same (default mlp,cnn,bert); "
-                                        "models: zoo names (python -m cuxla._zoo list; default all)")
+                                        "models: zoo names (python -m cuxla._zoo list; default all); "
+                                        "memory: measures of op,bert,bert-dropout,batch (default all)")
     bench.add_argument("--backends", default="eager,inductor,cuxla", help="train: torch.compile backends")
     bench.add_argument("--steps", type=int, help="steps per model and backend (train: per round, 4; scale: 20; "
                                                  "models: 3)")

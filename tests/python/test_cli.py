@@ -154,9 +154,9 @@ def test_bench_memory_table_and_plot(tmp_path):
 
     rows = [{"setting": s, "measure": MEASURES["bert"], "peak_gib": 3.0 + i, "step_ms": 40.0,
              "loss": 7.0} for i, s in enumerate(SETTINGS)]
-    rows += [{"setting": "one_pool", "measure": MEASURES["largest batch"], "budget_gib": 8.0, "batch": 4096},
-             {"setting": "two_pools", "measure": MEASURES["eager op"], "us_per_op": 4.25},
-             {"setting": "eager", "measure": MEASURES["largest batch"], "error": "RuntimeError: boom"}]
+    rows += [{"setting": "one_pool", "measure": MEASURES["batch"], "budget_gib": 8.0, "batch": 4096},
+             {"setting": "two_pools", "measure": MEASURES["op"], "us_per_op": 4.25},
+             {"setting": "eager", "measure": MEASURES["batch"], "error": "RuntimeError: boom"}]
     writers.write_memory(rows, "a test card", SETTINGS, tmp_path)
     table = (tmp_path / "memory.md").read_text()
     assert "| BERT-base 16 x 128 training | 3.00 GiB, step 40.0 ms | 4.00 GiB" in table

@@ -32,7 +32,7 @@ def main(args) -> int:
         return train((args.models or "bert,gpt2,llama").split(","), args.backends.split(","), args.rounds,
                      args.steps or 4, args.out)
     if args.what == "memory":
-        return memory(args.out)
+        return memory((args.models or "op,bert,bert-dropout,batch").split(","), args.out)
     if args.what == "scale":
         return scale((args.models or "mlp,cnn,bert").split(","), args.steps or 20, args.out)
     return handoff(args.max_bytes, args.out, args.budget)

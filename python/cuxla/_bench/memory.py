@@ -16,7 +16,7 @@ from . import writers
 from .memory_child import MEASURES, SETTINGS
 
 
-def memory(out_dir: str) -> int:
+def memory(measures: list[str], out_dir: str) -> int:
     import torch
 
     if not torch.cuda.is_available():
@@ -24,8 +24,12 @@ def memory(out_dir: str) -> int:
         return 1
     card = torch.cuda.get_device_name()
     print(f"cuxla bench memory on {card}: each measurement in a process of its own")
+    unknown = sorted(set(measures) - set(MEASURES))
+    if unknown:
+        print(f"bench memory measures {', '.join(MEASURES)}, not {', '.join(unknown)}")
+        return 1
     rows = []
-    for measure, title in MEASURES.items():
+    for measure, title in ((m, MEASURES[m]) for m in measures):
         for setting in SETTINGS:
             row = _measure(setting, measure) or {}
             row = row if "measure" in row else {"setting": setting, "measure": title, **row}

@@ -68,7 +68,7 @@ def _largest_batch(setting: str, budget: int) -> None:
             break
         fits, batch = batch, batch * 2
         del workload, step
-    _emit(setting=setting, measure=MEASURES["largest batch"], budget_gib=budget / 2**30, batch=fits)
+    _emit(setting=setting, measure=MEASURES["batch"], budget_gib=budget / 2**30, batch=fits)
 
 
 def _allocation_cost(setting: str, ops: int = 20000) -> None:
@@ -82,15 +82,15 @@ def _allocation_cost(setting: str, ops: int = 20000) -> None:
         a + a
     elapsed = time.perf_counter() - start
     torch.cuda.synchronize()
-    _emit(setting=setting, measure=MEASURES["eager op"], us_per_op=elapsed / ops * 1e6)
+    _emit(setting=setting, measure=MEASURES["op"], us_per_op=elapsed / ops * 1e6)
 
 
 # Each measurement: its name on the command line, and in the table.
 MEASURES = {
-    "eager op": "eager op with a new tensor",
+    "op": "eager op with a new tensor",
     "bert": "BERT-base 16 x 128 training",
-    "bert with dropout in PyTorch": "BERT-base, dropout 0.1 in PyTorch",
-    "largest batch": "largest MLP batch",
+    "bert-dropout": "BERT-base, dropout 0.1 in PyTorch",
+    "batch": "largest MLP batch",
 }
 
 
@@ -105,11 +105,11 @@ def main(setting: str, measure: str) -> int:
     torch.cuda.init()
     if setting != "eager":
         cuxla._client.client_for_platform("cuda")  # its context and options, before the baseline
-    if measure == "eager op":
+    if measure == "op":
         _allocation_cost(setting)
     elif measure == "bert":
         _training_peak(setting, MEASURES[measure], _models.bert("cuda", "base"))
-    elif measure == "bert with dropout in PyTorch":
+    elif measure == "bert-dropout":
         cuxla.dynamo.fallback_random = True  # the graph is cut around each dropout
         _training_peak(setting, MEASURES[measure], _models.bert("cuda", "base", dropout=0.1))
     else:
