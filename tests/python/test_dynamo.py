@@ -242,6 +242,22 @@ def test_a_graph_that_cannot_be_compiled_runs_in_pytorch_and_says_why(tdev, monk
         assert "XLA refused the program" in fallback["reason"] and "second line" not in fallback["reason"], fallback
 
 
+def test_a_report_reset_between_compile_and_first_call_keeps_its_counts(tdev, monkeypatch):
+    # The backward compiles with the forward; its compile fails only at its
+    # first call, after the reset: the new report counts it once, as eager.
+    def refuse(*args, **kwargs):
+        raise RuntimeError("XLA refused the program")
+
+    monkeypatch.setattr(cuxla, "compile", refuse)
+    model = torch.nn.Linear(4, 4).to(tdev)
+    out = torch.compile(model, backend="cuxla")(torch.randn(2, 4, device=tdev))
+    cuxla.dynamo.reset_report()
+    out.sum().backward()
+    report = cuxla.dynamo.report()
+    assert report["graphs"] == 1 and report["xla_programs"] == 0 and report["xla_ops"] == 0, report
+    assert report["aten_ops"] > 0, report
+
+
 def test_a_lowering_that_fails_in_one_graph_is_not_banned_in_the_next(tdev, monkeypatch):
     env = cuxla._torchax.environment()
     tanh = torch.ops.aten.tanh.default
