@@ -12,13 +12,19 @@ namespace {
 constexpr size_t kMaxKept = 4096;
 
 // A tensor seen once: a weak reference to it (another tensor at its address
-// later is not it) and its memory then. Kept in a small table, a newer
-// tensor taking the slot of an older one.
+// later is not it) and its memory then. Kept in a small table of sets of two
+// by address, so that a tensor passed to every call and one made for each
+// call at an address of the same set (an input) do not keep pushing each
+// other out; a newer tensor takes the place of a dead or the older one.
 struct Sighting {
   PyObject* weakref = nullptr;  // owned
   void* data = nullptr;
 };
-constexpr size_t kSightings = 256;
+struct SightingSet {
+  Sighting ways[2];
+  size_t older = 0;  // the way to take when both hold live tensors
+};
+constexpr size_t kSightingSets = 128;
 
 struct Kept {
   nb::object weakref;  // to the tensor; its callback drops this entry
@@ -27,7 +33,7 @@ struct Kept {
 };
 
 struct Views {
-  Sighting seen[kSightings];
+  SightingSet seen[kSightingSets];
   std::unordered_map<PyObject*, Kept> by_tensor;
   std::unordered_map<PyObject*, PyObject*> tensor_of_weakref;
   nb::object on_tensor_death;  // the weak references' callback
@@ -104,14 +110,23 @@ std::shared_ptr<const Array> FindCallView(nb::handle tensor, const DLTensor& now
 }
 
 bool SeenBefore(nb::handle tensor, const DLTensor& now) {
-  Sighting& slot = AllViews().seen[(reinterpret_cast<uintptr_t>(tensor.ptr()) >> 4) % kSightings];
-  const bool seen = slot.weakref != nullptr && Referent(slot.weakref) == tensor.ptr() && slot.data == now.data;
-  Py_CLEAR(slot.weakref);
-  slot.data = nullptr;
-  if (seen) return true;
-  slot.weakref = PyWeakref_NewRef(tensor.ptr(), nullptr);
-  if (slot.weakref == nullptr) PyErr_Clear();  // no weak references to it: never kept
-  slot.data = now.data;
+  SightingSet& set = AllViews().seen[(reinterpret_cast<uintptr_t>(tensor.ptr()) >> 4) % kSightingSets];
+  Sighting* free_way = nullptr;  // a way holding nothing, a dead tensor, or this one on other memory
+  for (Sighting& way : set.ways) {
+    PyObject* referent = way.weakref != nullptr ? Referent(way.weakref) : nullptr;
+    if (referent == tensor.ptr() && way.data == now.data) {
+      Py_CLEAR(way.weakref);
+      way.data = nullptr;
+      return true;
+    }
+    if (referent == nullptr || referent == tensor.ptr()) free_way = &way;
+  }
+  if (free_way == nullptr) free_way = &set.ways[set.older];
+  set.older = free_way == &set.ways[0] ? 1 : 0;  // the other one is older now
+  Py_CLEAR(free_way->weakref);
+  free_way->weakref = PyWeakref_NewRef(tensor.ptr(), nullptr);
+  if (free_way->weakref == nullptr) PyErr_Clear();  // no weak references to it: never kept
+  free_way->data = now.data;
   return false;
 }
 
