@@ -10,7 +10,8 @@ zero-copy. A whole graph compiles in the background: a training graph's
 backward is lowered while XLA compiles its forward, and the two compile at
 once; the first call waits. Ops that cannot run in XLA (no lowering, a
 lowering that raises, a dtype XLA lacks) split the graph: groups of the
-others become programs, the rest runs in eager PyTorch. A graph nothing lowers runs in eager PyTorch.
+others become programs, the rest runs in eager PyTorch. A graph nothing
+lowers runs in eager PyTorch.
 What ran where, and why, is in `report()` and logged on "cuxla.dynamo".
 
 Random ops run in XLA, drawn from a seed that PyTorch's generator gives
@@ -94,11 +95,13 @@ def reset_report() -> None:
         torch._dynamo.utils.counters["graph_break"].clear()
 
 
-def _record(ops: int, xla_ops: int, kept: dict[str, tuple[str, str]], graphs: int = 1) -> None:
+def _record(ops: int, xla_ops: int, kept: dict[str, tuple[str, str]], graphs: int = 1,
+            xla_programs: int = 0) -> None:
     """One compiled graph's share in the report (`kept`: node -> (op, why));
     negative counts take back a share recorded before."""
     with _lock:
         _stats["graphs"] += graphs
+        _stats["xla_programs"] += xla_programs
         _stats["aten_ops"] += ops
         _stats["xla_ops"] += xla_ops
         for (op, reason), n in collections.Counter(kept.values()).items():
@@ -479,9 +482,7 @@ def _compiled_again(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], rec
     log.warning("XLA's compile of a graph of %d ops failed (%s): compiled again, what fails left to PyTorch",
                 ops, _one_line(error))
     if recorded_in == _epoch:
-        _record(-ops, -ops, {}, graphs=-1)
-        with _lock:
-            _stats["xla_programs"] -= 1
+        _record(-ops, -ops, {}, graphs=-1, xla_programs=-1)
     return _compile_graph(gm, example_inputs, compile_failed=error)
 
 

@@ -21,15 +21,15 @@ std::string Load(Entries& e) {
     const char* err = dlerror();
     return std::string("libcuda.so.1 not loadable: ") + (err ? err : "unknown error");
   }
-  const char* missing = nullptr;  // the first entry point not found
-  auto resolve = [&](auto& entry) {
-    entry.fn = reinterpret_cast<decltype(entry.fn)>(dlsym(lib, entry.symbol));
-    if (entry.fn == nullptr && missing == nullptr) missing = entry.symbol;
+  auto resolve = [lib](auto&... entry) {
+    ((entry.fn = reinterpret_cast<decltype(entry.fn)>(dlsym(lib, entry.symbol))), ...);
   };
-  std::apply([&](auto&... entry) { (resolve(entry), ...); }, e.Required());
+  std::apply(resolve, Entries::Required(e));
+  std::apply(resolve, Entries::Pools(e));
+  const char* missing = nullptr;  // the first required entry point not found
+  std::apply([&](const auto&... entry) { ((missing = missing ? missing : entry.fn ? nullptr : entry.symbol), ...); },
+             Entries::Required(e));
   if (missing != nullptr) return std::string("libcuda.so.1 lacks ") + missing;
-  std::apply([&](auto&... entry) { ((entry.fn = reinterpret_cast<decltype(entry.fn)>(dlsym(lib, entry.symbol))), ...); },
-             e.Pools());
   return {};
 }
 

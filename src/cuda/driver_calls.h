@@ -57,17 +57,22 @@ struct Entries {
   Entry<CUmemoryPool, int, void*> cuMemPoolSetAttribute{"cuMemPoolSetAttribute"};
   Entry<CUmemoryPool, size_t> cuMemPoolTrimTo{"cuMemPoolTrimTo"};
 
-  // Those the driver must have.
-  auto Required() {
-    return std::tie(cuInit, cuDriverGetVersion, cuDeviceGetCount, cuDeviceGet, cuDevicePrimaryCtxRetain,
-                    cuCtxPushCurrent, cuCtxPopCurrent, cuCtxGetCurrent, cuCtxSynchronize, cuEventCreate,
-                    cuEventRecord, cuStreamWaitEvent, cuStreamQuery, cuEventSynchronize);
+  // Those the driver must have (of `entries`, an Entries, const or not).
+  template <class Self>
+  static auto Required(Self& e) {
+    return std::tie(e.cuInit, e.cuDriverGetVersion, e.cuDeviceGetCount, e.cuDeviceGet, e.cuDevicePrimaryCtxRetain,
+                    e.cuCtxPushCurrent, e.cuCtxPopCurrent, e.cuCtxGetCurrent, e.cuCtxSynchronize, e.cuEventCreate,
+                    e.cuEventRecord, e.cuStreamWaitEvent, e.cuStreamQuery, e.cuEventSynchronize);
   }
   // The stream-ordered memory pools' (CUDA 11.2): null in an older driver,
-  // whose other uses go on (memory_pool.cc says what is missing).
-  auto Pools() {
-    return std::tie(cuDeviceGetDefaultMemPool, cuMemAllocFromPoolAsync, cuMemFreeAsync, cuMemPoolGetAttribute,
-                    cuMemPoolSetAttribute, cuMemPoolTrimTo);
+  // whose other uses go on.
+  template <class Self>
+  static auto Pools(Self& e) {
+    return std::tie(e.cuDeviceGetDefaultMemPool, e.cuMemAllocFromPoolAsync, e.cuMemFreeAsync,
+                    e.cuMemPoolGetAttribute, e.cuMemPoolSetAttribute, e.cuMemPoolTrimTo);
+  }
+  bool HasPools() const {
+    return std::apply([](const auto&... entry) { return ((entry.fn != nullptr) && ...); }, Pools(*this));
   }
 };
 

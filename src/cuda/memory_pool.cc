@@ -20,9 +20,7 @@ CUmemoryPool DefaultPool(const DeviceContext& context, int ordinal) {
   const bool cached = ordinal < static_cast<int>(known_pools.size());
   if (cached)
     if (CUmemoryPool pool = known_pools[ordinal].load(std::memory_order_acquire)) return pool;
-  const Entries& cu = context.cu;
-  if (!cu.cuDeviceGetDefaultMemPool.fn || !cu.cuMemAllocFromPoolAsync.fn || !cu.cuMemFreeAsync.fn ||
-      !cu.cuMemPoolGetAttribute.fn || !cu.cuMemPoolSetAttribute.fn || !cu.cuMemPoolTrimTo.fn)
+  if (!context.cu.HasPools())
     throw Error(ErrorKind::kRuntime, "the CUDA driver has no stream-ordered memory pools (CUDA 11.2 and later)");
   CUmemoryPool pool = nullptr;
   if (CUresult rc = context.cu.cuDeviceGetDefaultMemPool(&pool, context.device)) Fail("cuDeviceGetDefaultMemPool", rc);
