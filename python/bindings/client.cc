@@ -32,16 +32,6 @@ a CPU client's number of devices (else CUXLA_CPU_DEVICE_COUNT, else the plugin's
 being ``node_id``; they find each other through ``kv_store``, a
 ``torch.distributed.Store`` (see ``cuxla.torch.distributed_client``).)";
 
-nb::object MemoryStatsDict(const std::optional<MemoryStats>& stats) {
-  if (!stats) return nb::none();
-  nb::dict d;
-  d["bytes_in_use"] = stats->bytes_in_use;
-  d["peak_bytes_in_use"] = stats->peak_bytes_in_use;
-  d["bytes_limit"] = stats->bytes_limit;
-  d["pool_bytes"] = stats->pool_bytes;
-  return d;
-}
-
 // Client's options as the user passed them, each checked for its type.
 ClientOptions OptionsOf(nb::handle preallocate, nb::handle memory_fraction, nb::handle allocator,
                         nb::handle visible_devices, nb::handle device_count, nb::handle node_id,

@@ -1,6 +1,6 @@
 // python/bindings/device.cc — cuxla.Device (one device of a client, compared
-// and hashed by identity, its client kept alive), and the device= forms that
-// name one.
+// and hashed by identity, its client kept alive, its memory statistics), and
+// the device= forms that name one.
 #include "device.h"
 
 #include <charconv>
@@ -42,6 +42,16 @@ std::string Repr(const Device& d) { return d.platform_name + "(id=" + std::to_st
 std::string Quoted(const std::string& text) { return nb::repr(nb::str(text.c_str(), text.size())).c_str(); }
 
 }  // namespace
+
+nb::object MemoryStatsDict(const std::optional<MemoryStats>& stats) {
+  if (!stats) return nb::none();
+  nb::dict d;
+  d["bytes_in_use"] = stats->bytes_in_use;
+  d["peak_bytes_in_use"] = stats->peak_bytes_in_use;
+  d["bytes_limit"] = stats->bytes_limit;
+  d["pool_bytes"] = stats->pool_bytes;
+  return d;
+}
 
 PyDevice AsDevice(nb::handle device, nb::handle client) {
   if (nb::isinstance<PyDevice>(device)) return nb::cast<PyDevice>(device);
@@ -99,6 +109,9 @@ void RegisterDevice(nb::module_& m) {
       .def_prop_ro("local_hardware_id", [](const PyDevice& d) { return d.device->local_hardware_id; })
       .def_prop_ro("platform", [](const PyDevice& d) { return d.device->platform_name; })
       .def_prop_ro("kind", [](const PyDevice& d) { return d.device->kind; })
+      .def("memory_stats", [](const PyDevice& d) { return MemoryStatsDict(Client::MemoryStatsOf(*d.state, *d.device)); },
+           "The device allocator's statistics (bytes_in_use, peak_bytes_in_use, bytes_limit, pool_bytes), "
+           "or None where the plugin has none.")
       .def("__eq__", [](const PyDevice& a, const PyDevice& b) { return a.device == b.device; })
       .def("__hash__", [](const PyDevice& d) { return reinterpret_cast<uintptr_t>(d.device); })
       .def("__repr__", [](const PyDevice& d) { return Repr(*d.device); });

@@ -1,5 +1,7 @@
-// python/bindings/device.h — device= arguments as PyTorch and JAX users write them.
+// python/bindings/device.h — device= arguments as PyTorch and JAX users write them; a device's memory statistics.
 #pragma once
+
+#include <optional>
 
 #include "bindings.h"
 
@@ -11,5 +13,8 @@ namespace cuxla::bindings {
 // int, the index among the devices of `client` (a client= argument, else the
 // default client). A TypeError or ValueError in one sentence otherwise.
 PyDevice AsDevice(nb::handle device, nb::handle client);
+
+// A device allocator's statistics as a dict, or None where the plugin keeps none.
+nb::object MemoryStatsDict(const std::optional<MemoryStats>& stats);
 
 }  // namespace cuxla::bindings

@@ -127,6 +127,30 @@ def reset_memory_pool_peaks(device: Any = None) -> None:
     _cuxla.reset_memory_pool_peaks(_ordinal(device))
 
 
+def usage_in_words(device: _cuxla.Device) -> str:
+    """PyTorch's and XLA's memory on `device` (an XLA device of CUDA) and
+    what the device has free, for an out-of-memory message."""
+    ordinal = device.local_hardware_id
+    free, total = torch.cuda.mem_get_info(ordinal)
+    if _whole_process:
+        torch_part = f"PyTorch {_gib(torch_memory_allocated(ordinal))}"
+    else:
+        torch_part = (f"PyTorch {_gib(torch.cuda.memory_allocated(ordinal))} (its cache holds "
+                      f"{_gib(torch.cuda.memory_reserved(ordinal))})")
+    stats = device.memory_stats()
+    if stats is None:
+        xla_part = "XLA unknown (its plugin keeps no statistics)"
+    else:
+        xla_part = f"XLA {_gib(stats['bytes_in_use'])}"
+        if stats["pool_bytes"] is not None:
+            xla_part += f" (its pool holds {_gib(stats['pool_bytes'])})"
+    return f"in use on cuda:{ordinal}: {torch_part}, {xla_part}; {_gib(free)} of {_gib(total)} free"
+
+
+def _gib(size: int) -> str:
+    return f"{size / 2**30:.2f} GiB"
+
+
 def _require_gpu() -> None:
     driver = _cuxla.cuda_driver()
     if not driver["available"]:

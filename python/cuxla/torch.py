@@ -12,7 +12,7 @@ import atexit
 
 import torch
 
-from . import _cuxla
+from . import _cuxla, _torch_memory
 from ._torch_memory import (memory_pool_stats, reset_memory_pool_peaks, use_xla_allocator,  # noqa: F401
                             uses_xla_allocator, xla_allocator)
 
@@ -37,10 +37,17 @@ def call(executable: _cuxla.Executable, *tensors: torch.Tensor) -> tuple[torch.T
     """Runs `executable` on PyTorch tensors and returns PyTorch tensors,
     zero-copy both ways. The XLA view of a tensor given again is kept while
     the tensor lives and its memory, shape and strides stay the same, so
-    calls on the same tensors (a model's weights) make no new views."""
-    if _HAS_EXCHANGE_API:
-        return _cuxla.call_with(executable, torch.Tensor, *tensors)
-    return tuple(torch.from_dlpack(out) for out in executable(*tensors))
+    calls on the same tensors (a model's weights) make no new views. XLA out
+    of memory on a GPU is a MemoryError naming PyTorch's and XLA's usage."""
+    try:
+        if _HAS_EXCHANGE_API:
+            return _cuxla.call_with(executable, torch.Tensor, *tensors)
+        return tuple(torch.from_dlpack(out) for out in executable(*tensors))
+    except MemoryError as error:
+        if executable.device.platform != "cuda":
+            raise
+        # XLA's message tells its own allocation; PyTorch's share of the card is the other half of the story.
+        raise MemoryError(f"{error}; {_torch_memory.usage_in_words(executable.device)}") from None
 
 
 # The kept views go while Python still runs, their tensors' deleters with them.

@@ -136,8 +136,8 @@ const Device& Client::device(int id) const {
                                      " (this client has " + std::to_string(devices().size()) + ")");
 }
 
-std::optional<MemoryStats> Client::memory_stats(const Device& device) const {
-  const pjrt::Api& api = state_->api();
+std::optional<MemoryStats> Client::MemoryStatsOf(const ClientState& state, const Device& device) {
+  const pjrt::Api& api = state.api();
   if (!api.Has(&PJRT_Api::PJRT_Device_MemoryStats)) return std::nullopt;
   PJRT_Device_MemoryStats_Args args{};
   try {

@@ -45,7 +45,10 @@ class Client {
   const pjrt::Plugin& plugin() const noexcept { return *state_->plugin; }
   const ClientOptions& options() const noexcept { return options_; }
   // nullopt when the plugin does not report memory statistics.
-  std::optional<MemoryStats> memory_stats(const Device& device) const;
+  std::optional<MemoryStats> memory_stats(const Device& device) const { return MemoryStatsOf(*state_, device); }
+  // The same for a device of the client whose state `state` is (as its
+  // arrays and executables hold it).
+  static std::optional<MemoryStats> MemoryStatsOf(const ClientState& state, const Device& device);
 
   Array FromHost(const HostBuffer& host, const Device& device) const;
   // Compiles StableHLO (MLIR text or bytecode) for `device`, or as an SPMD

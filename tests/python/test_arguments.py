@@ -28,7 +28,7 @@ def test_torch_style_devices_are_accepted(device):
     a = cuxla.from_dlpack(t, device=device, client=client)
     assert a.device == first
     assert cuxla.asarray(np.ones(2), device=device, client=client).device == first
-    assert client.memory_stats(device) == client.memory_stats(first)
+    assert client.memory_stats(device) == client.memory_stats(first) == first.memory_stats()
 
 
 @pytest.mark.parametrize("client", ["cpu", "CPU"])

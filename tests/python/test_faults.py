@@ -1,5 +1,6 @@
 """Faults: each gives a clear error (or a clean exit), the process lives on."""
 import ctypes
+import re
 import subprocess
 import sys
 import textwrap
@@ -11,6 +12,7 @@ import pytest
 import torch
 
 import cuxla
+import cuxla.torch as ct
 
 import programs
 
@@ -109,6 +111,24 @@ def test_out_of_memory_is_a_memory_error_and_the_client_still_works(client):
         (out,) = program(cuxla.asarray(np.float32(1), client=client))
         out.block_until_ready()
     assert cuxla.asarray(np.arange(3.0), client=client).numpy().tolist() == [0.0, 1.0, 2.0]
+
+
+def test_out_of_memory_on_torch_tensors_is_a_memory_error_naming_both_runtimes(client):
+    # Twice what the device has: 4 TiB of host memory, twice the card's.
+    device = "cuda" if client.platform == "cuda" else "cpu"
+    elements = torch.cuda.mem_get_info()[1] // 2 if device == "cuda" else 1 << 40
+    program = cuxla.compile(f"""
+    func.func public @main(%x: tensor<f32>) -> tensor<{elements}xf32> {{
+      %0 = stablehlo.broadcast_in_dim %x, dims = [] : (tensor<f32>) -> tensor<{elements}xf32>
+      return %0 : tensor<{elements}xf32>
+    }}""", client=client)
+    with pytest.raises(MemoryError, match="(?i)out of memory") as raised:
+        ct.call(program, torch.ones((), device=device))
+    if device == "cuda":  # where PyTorch's memory and XLA's are one device's
+        assert re.search(r"in use on cuda:0: PyTorch [\d.]+ GiB.*, XLA [\d.]+ GiB.*; [\d.]+ GiB of [\d.]+ GiB free",
+                         str(raised.value)), raised.value
+    square = cuxla.compile(programs.SCALAR_F32, client=client)  # and the client goes on
+    assert ct.call(square, torch.full((), 3.0, device=device))[0].item() == 9.0
 
 
 def test_a_huge_import_is_refused_cleanly(client):
