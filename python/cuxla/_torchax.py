@@ -18,7 +18,10 @@
   a stand-in default device that names the platform, so that `jax.jit`'s
   lowering never asks JAX for its devices (which would create its clients).
 - Lowering runs with 64-bit types enabled (PyTorch's int64 and float64 stay
-  64-bit) and matrix products at full precision, as in eager PyTorch.
+  64-bit), and float32 matrix products (and convolutions) at the precision
+  PyTorch's float32 matmuls have on the platform: on CUDA, full float32
+  unless the user allowed TF32 (`torch.set_float32_matmul_precision`, or
+  `torch.backends.cuda.matmul.fp32_precision = "tf32"`); on CPU full float32.
 - cuxla's own lowerings (`_lowerings`) are added to torchax's ops.
 """
 from __future__ import annotations
@@ -116,15 +119,34 @@ class _LoweringOnlyDevice:  # the name must contain "Device" for jax.default_dev
 def lowering_context(platform: str, mesh=None):
     """Tracing for `platform` ("cpu" or "cuda") without JAX devices, on
     `mesh` (a JAX AbstractMesh; default one device), with 64-bit types and
-    full-precision matrix products."""
+    matrix products at `matmul_precision(platform)`."""
     import jax
     from jax.sharding import AbstractMesh
 
     mesh = mesh if mesh is not None else AbstractMesh((1,), ("_",))
     x64 = jax.enable_x64(True) if hasattr(jax, "enable_x64") else jax.experimental.enable_x64()
-    with (x64, jax.default_matmul_precision("highest"), jax.sharding.use_abstract_mesh(mesh),
+    with (x64, jax.default_matmul_precision(matmul_precision(platform)), jax.sharding.use_abstract_mesh(mesh),
           jax.default_device(_LoweringOnlyDevice(platform))):
         yield
+
+
+# PyTorch's float32 matmul precisions as JAX names them: "high" allows TF32
+# (or bfloat16 three times), "medium" bfloat16, where the GPU has them.
+_JAX_PRECISION = {"highest": "highest", "high": "high", "medium": "default"}
+
+
+def matmul_precision(platform: str) -> str:
+    """JAX's precision for float32 matrix products lowered for `platform`,
+    as PyTorch computes its own there: on CUDA, PyTorch's float32 matmul
+    precision; on CPU, full float32."""
+    if platform != "cuda":
+        return "highest"
+    try:
+        precision = torch.get_float32_matmul_precision()
+    except RuntimeError:
+        # Set through PyTorch's per-backend API, which its one-word getter refuses to summarise.
+        precision = "high" if torch.backends.cuda.matmul.fp32_precision == "tf32" else "highest"
+    return _JAX_PRECISION[precision]
 
 
 def _add_cuxla_lowerings(env, table: dict | None = None) -> None:

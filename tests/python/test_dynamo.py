@@ -52,6 +52,48 @@ def test_report_answers_before_anything_is_compiled():
     assert result.stdout.split("\n")[-2] == "0 0 0 []", result.stdout
 
 
+# In a process of its own (PyTorch's precision is global): the setting
+# given, then a matrix product lowered for CUDA and for the CPU, and the
+# lowering cache's key of a graph for each.
+PRECISION = """
+import sys, jax, torch
+from cuxla import _torchax
+from cuxla.dynamo import _lowering_key
+exec(sys.argv[1])
+_torchax.environment()
+gm = torch.fx.symbolic_trace(torch.nn.Linear(2, 2))
+for platform in ("cuda", "cpu"):
+    with _torchax.lowering_context(platform):
+        lowered = jax.jit(lambda a, b: a @ b).trace(*[jax.ShapeDtypeStruct((2, 2), jax.numpy.float32)] * 2)
+        text = lowered.lower(lowering_platforms=(platform,)).as_text()
+    dot = next(line for line in text.splitlines() if "dot_general" in line)
+    print(platform, dot.split("precision = [")[1].split(",")[0], _lowering_key(gm, [torch.ones(2, 2)], [], [], platform).hex())
+"""
+
+
+def _lowered_precisions(setting: str) -> dict[str, tuple[str, str]]:
+    result = subprocess.run([sys.executable, "-c", PRECISION, setting], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return {platform: (precision, key) for platform, precision, key in
+            (line.split() for line in result.stdout.splitlines()[-2:])}
+
+
+def test_matrix_products_have_pytorchs_float32_precision_on_cuda_and_full_on_the_cpu():
+    # PyTorch's default, then TF32 allowed through either of PyTorch's APIs, then bfloat16.
+    full = _lowered_precisions("pass")
+    assert full == {"cuda": ("HIGHEST", full["cuda"][1]), "cpu": ("HIGHEST", full["cpu"][1])}, full
+    settings = {"torch.set_float32_matmul_precision('high')": "HIGH",
+                "torch.backends.cuda.matmul.fp32_precision = 'tf32'": "HIGH",
+                "torch.set_float32_matmul_precision('medium')": "DEFAULT"}
+    for setting, precision in settings.items():
+        if "fp32_precision" in setting and not hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+            continue  # a PyTorch before its per-backend API
+        lowered = _lowered_precisions(setting)
+        assert lowered["cuda"][0] == precision, (setting, lowered)
+        assert lowered["cuda"][1] != full["cuda"][1], f"{setting}: a lowering cached under another precision is reused"
+        assert lowered["cpu"] == full["cpu"], (setting, lowered)
+
+
 def _gradients(workload, compile_backend=None):
     model = torch.compile(workload.model, backend=compile_backend) if compile_backend else workload.model
     workload.model.zero_grad(set_to_none=True)
