@@ -53,6 +53,8 @@ def main(argv: list[str] | None = None, prog: str = "cuxla") -> int:
     bench.add_argument("--tolerance", type=float, default=1e-4,
                        help="models: largest relative difference from eager of losses and parameters that "
                             "passes (more where float32 eager itself is as far from float64)")
+    bench.add_argument("--tf32", action="store_true",
+                       help="train: float32 matrix products in TF32 for every backend (default: full float32 for all)")
     bench.add_argument("--subset", choices=["ci"], help="models: ci = a few models, about 2 minutes on 2 cores")
     args = parser.parse_args(argv)
     try:

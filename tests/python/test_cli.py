@@ -132,6 +132,12 @@ def test_bench_commands_write_a_table_json_and_a_plot(tmp_path):
             assert cuxla_rows and all(r["warm_compile_s"] is not None and r["xla_op_share"] == 1.0
                                       and r["xla_calls_per_step"] >= 1 and r["lowering_s"] > 0 for r in cuxla_rows)
             assert [r["tokens_per_s"] > 0 for r in rows if r["model"] == "gpt2"] == [True, True]
+    # TF32 for every backend: its own files, saying so.
+    result = _run("bench", "train", "--tf32", "--models", "mlp", "--backends", "eager,cuxla", "--rounds", "1",
+                  "--steps", "1", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "TF32 on for all" in (tmp_path / "train-tf32.md").read_text()
+    assert "TF32 off for all" in (tmp_path / "train.md").read_text()
 
 
 def test_bench_handoff_on_cpu_marks_gpu_targets_not_applicable(tmp_path):

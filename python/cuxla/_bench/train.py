@@ -27,9 +27,9 @@ class _Child:
     as it starts; `run` times more steps; `report` gives its memory and what
     ran in XLA."""
 
-    def __init__(self, model: str, backend: str, size: str, env: dict):
+    def __init__(self, model: str, backend: str, size: str, precision: str, env: dict):
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "cuxla._bench.train_child", model, backend, size],
+            [sys.executable, "-m", "cuxla._bench.train_child", model, backend, size, precision],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         self.started = self._answer()
         self.last_loss = self.started["loss"]
@@ -52,14 +52,15 @@ class _Child:
                            f"{self.process.wait()} (its error is above)")
 
 
-def train(models: list[str], backends: list[str], rounds: int, steps: int, out_dir: str) -> int:
+def train(models: list[str], backends: list[str], rounds: int, steps: int, out_dir: str, tf32: bool = False) -> int:
     import torch
 
     cuda = torch.cuda.is_available()
     size = "base" if cuda else "tiny"
     card = torch.cuda.get_device_name() if cuda else "CPU"
     print(f"cuxla bench train on {card}: {size} models, {rounds} rounds of {steps} AdamW steps per backend, "
-          "backends taking turns, TF32 off for all", flush=True)
+          f"backends taking turns, TF32 {'on' if tf32 else 'off'} for all", flush=True)
+    precision = "tf32" if tf32 else "float32"
     rows = []
     with tempfile.TemporaryDirectory(prefix="cuxla-bench-train-") as caches:
         # Compile caches of this run only: the first process compiles cold.
@@ -69,7 +70,7 @@ def train(models: list[str], backends: list[str], rounds: int, steps: int, out_d
             children = {}
             for backend in backends:  # one at a time: compiles do not overlap
                 print(f"  {model} {backend}: first step (compile)", flush=True)
-                children[backend] = _Child(model, backend, size, env)
+                children[backend] = _Child(model, backend, size, precision, env)
             times: dict[str, list[float]] = {b: [] for b in backends}
             for r in range(rounds):
                 for backend in backends[r % len(backends):] + backends[:r % len(backends)]:
@@ -83,12 +84,12 @@ def train(models: list[str], backends: list[str], rounds: int, steps: int, out_d
                 step_s = statistics.median(times[backend])
                 warm_s = None
                 if backend != "eager":  # a second process, from the caches the first left
-                    warm = _Child(model, backend, size, env)
+                    warm = _Child(model, backend, size, precision, env)
                     warm_s = max(warm.started["first_step_s"] - step_s, 0.0)
                     warm.close()
                 rows.append(_row(model, backend, child, report, step_s, warm_s))
                 _print_row(rows[-1])
-    writers.write_train(rows, card, rounds, steps, pathlib.Path(out_dir))
+    writers.write_train(rows, card, rounds, steps, tf32, pathlib.Path(out_dir))
     return 0
 
 

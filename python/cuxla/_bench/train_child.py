@@ -3,7 +3,7 @@ its compile is cold (or warm, from the caches an earlier process left) and its
 peak memory its own. Steered over stdin by `train.py`; each command is
 answered with one JSON line on stdout.
 
-    python -m cuxla._bench.train_child MODEL BACKEND SIZE
+    python -m cuxla._bench.train_child MODEL BACKEND SIZE PRECISION   (PRECISION: float32 or tf32)
     (answers the first step's time, then)  run N | report | exit
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 import time
 
 
-def main(model_name: str, backend: str, size: str) -> int:
+def main(model_name: str, backend: str, size: str, precision: str) -> int:
     import torch
 
     from .. import _models, _torch_memory
@@ -22,8 +22,10 @@ def main(model_name: str, backend: str, size: str) -> int:
     device = "cuda" if cuda else "cpu"
     if cuda:
         _torch_memory.use_xla_allocator_if_asked()
-    # Every backend at one precision: XLA's float32 products are full float32.
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    # Every backend at one precision; cuxla lowers float32 matrix products at PyTorch's.
+    tf32 = precision == "tf32"
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    torch.backends.cudnn.allow_tf32 = tf32
     # One-time imports are not the model's compile: made before the clock runs.
     if backend == "cuxla":
         import cuxla.dynamo  # noqa: F401
@@ -101,4 +103,4 @@ def _answer(values: dict) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:4]))
+    sys.exit(main(*sys.argv[1:5]))

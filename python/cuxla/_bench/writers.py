@@ -88,9 +88,10 @@ def write_scale(rows: list[dict], card: str, out_dir: pathlib.Path) -> None:
     save(out_dir, "scale", card, rows, lines, fig)
 
 
-def write_train(rows: list[dict], card: str, rounds: int, steps: int, out_dir: pathlib.Path) -> None:
+def write_train(rows: list[dict], card: str, rounds: int, steps: int, tf32: bool, out_dir: pathlib.Path) -> None:
     lines = [f"Training on {card}: {rounds} rounds of {steps} AdamW steps per backend, the backends taking turns, "
-             "each in a process of its own; TF32 off for all. Step: median of all timed steps. Compile: the first "
+             f"each in a process of its own; TF32 {'on' if tf32 else 'off'} for all (float32 matrix products and "
+             "convolutions). Step: median of all timed steps. Compile: the first "
              "step's excess over it, cold (empty caches; for cuxla, lowering + XLA's compiles, summed: forward "
              "and backward compile at once) and warm (a second "
              "process, the first's caches). Peak: "
@@ -125,8 +126,8 @@ def write_train(rows: list[dict], card: str, rounds: int, steps: int, out_dir: p
         if key == "cold_compile_s":  # eager's is near 0, the compilers' tens of seconds
             ax.set_yscale("log")
         ax.legend(fontsize=8)
-    fig.suptitle(f"Training with torch.compile backends, {card}")
-    save(out_dir, "train", card, rows, lines, fig)
+    fig.suptitle(f"Training with torch.compile backends, {card}{', TF32' if tf32 else ''}")
+    save(out_dir, "train-tf32" if tf32 else "train", card, rows, lines, fig)
 
 
 def _cell(value, form: str) -> str:
