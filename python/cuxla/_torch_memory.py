@@ -19,6 +19,9 @@ from . import _cuxla
 _XLA_ALLOCATOR = "cuda_async"
 
 _whole_process = False  # use_xla_allocator() swapped PyTorch's allocator
+# xla_allocator()'s, made once and never freed: a MemPool keeps only a raw
+# pointer to its allocator, which must outlive every pool made with it.
+_mem_pool_allocator = None
 
 
 def uses_xla_allocator() -> bool:
@@ -96,15 +99,19 @@ def xla_allocator() -> Any:
     as for `use_xla_allocator`). PyTorch keeps what it frees in the MemPool
     for its next allocations there, as it does in any MemPool, until
     `torch.cuda.empty_cache()`; out of memory is PyTorch's OutOfMemoryError.
+    Every call gives the same allocator, alive for the whole process.
 
         pool = torch.cuda.MemPool(cuxla.torch.xla_allocator().allocator())
         with torch.cuda.use_mem_pool(pool):
             ...
     """
+    global _mem_pool_allocator
     _require_gpu()
     _xla_on_the_pool()
-    return torch.cuda.memory.CUDAPluggableAllocator(_cuxla.__file__, "cuxla_torch_malloc_for_mem_pool",
-                                                    "cuxla_torch_free")
+    if _mem_pool_allocator is None:
+        _mem_pool_allocator = torch.cuda.memory.CUDAPluggableAllocator(
+            _cuxla.__file__, "cuxla_torch_malloc_for_mem_pool", "cuxla_torch_free")
+    return _mem_pool_allocator
 
 
 def memory_pool_stats(device: Any = None) -> dict[str, int]:
@@ -164,8 +171,14 @@ def _xla_on_the_pool() -> None:
     """cuxla's CUDA client allocating from the devices' default pools (made
     now if not yet), and those pools keeping what is freed for the next
     allocation, where XLA alone would give it back to the device."""
+    # Set only while the client is made: child processes keep the user's choice.
+    asked = "CUXLA_ALLOCATOR" in os.environ
     os.environ.setdefault("CUXLA_ALLOCATOR", _XLA_ALLOCATOR)
-    client = _cuxla.client_for_platform("cuda")
+    try:
+        client = _cuxla.client_for_platform("cuda")
+    finally:
+        if not asked:
+            del os.environ["CUXLA_ALLOCATOR"]
     allocator = client.options["allocator"]
     if allocator != _XLA_ALLOCATOR:
         raise RuntimeError(f"XLA allocates from a pool of its own: cuxla's CUDA client was made with "

@@ -47,7 +47,11 @@ def call(executable: _cuxla.Executable, *tensors: torch.Tensor) -> tuple[torch.T
         if executable.device.platform != "cuda":
             raise
         # XLA's message tells its own allocation; PyTorch's share of the card is the other half of the story.
-        raise MemoryError(f"{error}; {_torch_memory.usage_in_words(executable.device)}") from None
+        try:
+            usage = _torch_memory.usage_in_words(executable.device)
+        except Exception:  # the usage is extra: XLA's error stands without it
+            raise error from None
+        raise MemoryError(f"{error}; {usage}") from None
 
 
 # The kept views go while Python still runs, their tensors' deleters with them.

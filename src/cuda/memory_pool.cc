@@ -61,7 +61,8 @@ void* PoolAllocate(int ordinal, size_t size, intptr_t stream, std::string& why) 
 void PoolFree(int ordinal, void* ptr, intptr_t stream, std::span<const intptr_t> also_used_on) noexcept {
   try {
     const DeviceContext context(ordinal);
-    for (intptr_t other : also_used_on) const StreamMarker waited(ordinal, other, stream);
+    for (intptr_t other : also_used_on)
+      if (other != stream) const StreamMarker waited(ordinal, other, stream);
     context.cu.cuMemFreeAsync(reinterpret_cast<CUdeviceptr>(ptr), reinterpret_cast<CUstream>(stream));
   } catch (...) {
     // A free has no one to tell: the memory stays allocated rather than reused too soon.

@@ -1,5 +1,6 @@
 #include "pjrt/shared_pool.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdio>
@@ -17,11 +18,12 @@ constexpr int kMaxDevices = 64;
 
 bool KnownDevice(int ordinal) { return ordinal >= 0 && ordinal < kMaxDevices; }
 
-// The other runtime's bytes on each device, their peak, and whether it ever
-// allocated there.
+// The other runtime's bytes on each device, their peak, and whether the
+// device's pool is shared (the other runtime allocated there, or the pool
+// was set to keep freed memory): those TrimSharedPools trims.
 std::array<std::atomic<int64_t>, kMaxDevices> external_bytes{};
 std::array<std::atomic<int64_t>, kMaxDevices> external_peak_bytes{};
-std::array<std::atomic<bool>, kMaxDevices> used_devices{};
+std::array<std::atomic<bool>, kMaxDevices> shared_devices{};
 
 // The blocks the other runtime holds, each with the streams other than its
 // allocation stream it was used on.
@@ -81,7 +83,7 @@ void* SharedPoolAllocate(int ordinal, size_t size, intptr_t stream, std::string&
     int64_t peak = external_peak_bytes[ordinal].load();
     while (held > peak && !external_peak_bytes[ordinal].compare_exchange_weak(peak, held)) {
     }
-    used_devices[ordinal] = true;
+    shared_devices[ordinal] = true;
     return ptr;
   } catch (const std::exception& e) {
     failure = e.what();
@@ -108,7 +110,10 @@ void SharedPoolRecordStream(void* ptr, intptr_t stream) noexcept {
   try {
     LiveBlocks& live = Live();
     std::lock_guard<std::mutex> lock(live.mutex);
-    if (auto it = live.streams.find(ptr); it != live.streams.end()) it->second.push_back(stream);
+    auto it = live.streams.find(ptr);
+    // Each stream once: a free waits for each one recorded.
+    if (it != live.streams.end() && std::find(it->second.begin(), it->second.end(), stream) == it->second.end())
+      it->second.push_back(stream);
   } catch (...) {
     // Out of host memory: nothing better to do than to leave the free unordered.
   }
@@ -116,7 +121,7 @@ void SharedPoolRecordStream(void* ptr, intptr_t stream) noexcept {
 
 void TrimSharedPools() noexcept {
   for (int ordinal = 0; ordinal < kMaxDevices; ++ordinal) {
-    if (!used_devices[ordinal].load()) continue;
+    if (!shared_devices[ordinal].load()) continue;
     try {
       cuda::TrimPool(ordinal);
     } catch (...) {
@@ -140,6 +145,9 @@ void ResetSharedPoolPeaks(int ordinal) {
   if (KnownDevice(ordinal)) external_peak_bytes[ordinal] = external_bytes[ordinal].load();
 }
 
-void KeepFreedMemoryInSharedPool(int ordinal) { cuda::KeepFreedMemoryInPool(ordinal); }
+void KeepFreedMemoryInSharedPool(int ordinal) {
+  cuda::KeepFreedMemoryInPool(ordinal);
+  if (KnownDevice(ordinal)) shared_devices[ordinal] = true;
+}
 
 }  // namespace cuxla::pjrt

@@ -30,8 +30,9 @@ void SharedPoolFree(int ordinal, void* ptr, size_t size, intptr_t stream) noexce
 // (a pointer the other runtime only wraps is its owner's to order).
 void SharedPoolRecordStream(void* ptr, intptr_t stream) noexcept;
 
-// The pool of every device SharedPoolAllocate served gives what it holds
-// unused back to the device, after the device's work.
+// The pool of every device SharedPoolAllocate served, or that was set to
+// keep freed memory, gives what it holds unused back to the device, after
+// the device's work.
 void TrimSharedPools() noexcept;
 
 // Throw a RuntimeError-kind cuxla::Error naming a failed driver call.

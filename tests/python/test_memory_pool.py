@@ -89,7 +89,7 @@ def test_the_whole_process_allocates_from_xlas_pool_zero_copy():
         assert held["reserved_bytes"] - held["used_bytes"] >= 1 << 30, held
         torch.cuda.empty_cache()
         trimmed = ct.memory_pool_stats()
-        assert trimmed["reserved_bytes"] - trimmed["used_bytes"] < 64 << 20, trimmed
+        assert held["reserved_bytes"] - trimmed["reserved_bytes"] >= 1 << 30, (held, trimmed)
         print("pool", held, "->", trimmed)
     """))
 
@@ -130,8 +130,10 @@ def test_out_of_memory_names_both_runtimes():
 @needs_gpu
 def test_a_mem_pool_scope_allocates_from_xlas_pool():
     print(_run("""
-        import torch, cuxla.torch as ct
+        import gc, torch, cuxla.torch as ct
         pool = torch.cuda.MemPool(ct.xla_allocator().allocator())
+        gc.collect()  # the pool keeps a bare pointer to the allocator: it must live on without the caller
+        assert ct.xla_allocator() is ct.xla_allocator()
         outside = torch.empty(1 << 20, dtype=torch.uint8, device="cuda")
         before = ct.memory_pool_stats()["torch_bytes"]
         with torch.cuda.use_mem_pool(pool):

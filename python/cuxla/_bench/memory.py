@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 import pathlib
+import re
 import subprocess
 import sys
 
 from . import writers
 from .memory_child import MEASURES, SETTINGS
+
+_XLA_LOG_LINE = re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d\d")
 
 
 def memory(measures: list[str], out_dir: str) -> int:
@@ -48,5 +51,7 @@ def _measure(setting: str, measure: str, timeout_s: float = 900) -> dict:
         return {"error": f"no answer within {timeout_s:.0f} s"}
     lines = [line for line in child.stdout.splitlines() if line.startswith("{")]
     if child.returncode != 0 or not lines:
-        return {"error": (child.stderr.strip().splitlines() or ["no output"])[-1]}
+        # The error's last line, not the XLA log lines ("E1204 10:11:12.123456 ...") printed after it.
+        said = [line for line in child.stderr.strip().splitlines() if not _XLA_LOG_LINE.match(line)]
+        return {"error": (said or ["no output"])[-1]}
     return json.loads(lines[-1])

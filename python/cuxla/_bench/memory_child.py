@@ -57,6 +57,9 @@ def _largest_batch(setting: str, budget: int) -> None:
     ballast = torch.empty(max(free - budget, 0), dtype=torch.uint8, device="cuda")  # noqa: F841
     fits, batch = 0, 256
     while batch <= 1 << 22:
+        # Each batch its own static compile: Dynamo would make the batch dimension
+        # symbolic at the second size and run eagerly past its recompile limit.
+        torch._dynamo.reset()
         try:
             workload = _models.mlp("cuda", "base", batch=batch)
             step = _models.training_step(workload, None if setting == "eager" else "cuxla")
