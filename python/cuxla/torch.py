@@ -58,7 +58,7 @@ def call(executable: _cuxla.Executable, *tensors: torch.Tensor) -> tuple[torch.T
 atexit.register(_cuxla.forget_call_views)
 
 
-def distributed_client(**options) -> "cuxla.Client":
+def distributed_client(**options) -> _cuxla.Client:
     """One CUDA client of all the processes of torch.distributed's default
     group (initialised by the caller; one process per GPU): node ``rank`` of
     ``world_size``, finding the others through the group's store (keys under

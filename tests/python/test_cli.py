@@ -11,15 +11,11 @@ import tomllib
 import pytest
 
 import cuxla
-from cuxla import _cuxla
+from cuxla import _cuxla, _demo
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # CUDA's driver sees no device under this environment: a run as on a machine without a GPU.
 NO_GPU = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-
-import pytest
-
-from cuxla import _demo
 
 
 def _run(*args, env=None):

@@ -42,12 +42,13 @@ def test_torch_allocates_90_percent_of_free_memory_beside_a_cuda_client(client):
 
 # Compiled training in a process the suite's settings do not touch (no
 # XLA_PYTHON_CLIENT_PREALLOCATE): JAX must have made no client at all, and
-# on CUDA the memory PyTorch sees free afterwards is what was free before,
-# less XLA's live buffers, less 5% of the card.
+# on CUDA, for a process alone on the card, the memory PyTorch sees free
+# afterwards is what was free before, less XLA's live buffers, less 5% of
+# the card (beside others, their memory moves the device's free memory too).
 TRAIN = textwrap.dedent("""
     import sys, torch, cuxla, cuxla.dynamo
     from cuxla import _models
-    device = sys.argv[1]
+    device, alone = sys.argv[1], sys.argv[2] == "alone"
     cuda = device == "cuda"
     if cuda:
         torch.cuda.init()
@@ -64,7 +65,7 @@ TRAIN = textwrap.dedent("""
         xla_live = cuxla._client.client_for_platform("cuda").memory_stats()["bytes_in_use"]
         print(f"free before {free_before / 2**30:.2f} GiB, after {free_after / 2**30:.2f} GiB, "
               f"XLA live {xla_live / 2**30:.3f} GiB of {total / 2**30:.1f} GiB")
-        assert free_after >= free_before - xla_live - 0.05 * total
+        assert free_after >= free_before - xla_live - 0.05 * total or not alone
     print("losses", losses)
 """)
 
@@ -75,7 +76,7 @@ def _clean_environment() -> dict:
 
 def test_compiled_training_makes_no_jax_client_and_leaves_memory_free(client):
     device = "cuda" if client.platform == "cuda" else "cpu"
-    result = subprocess.run([sys.executable, "-c", TRAIN, device], capture_output=True, text=True, timeout=600,
+    result = subprocess.run([sys.executable, "-c", TRAIN, device, "alone"], capture_output=True, text=True, timeout=600,
                             env=_clean_environment())
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
     print(result.stdout)
@@ -86,7 +87,7 @@ def test_compiled_training_makes_no_jax_client_and_leaves_memory_free(client):
 def test_processes_training_side_by_side_on_one_gpu_all_finish(client, processes):
     if client.platform != "cuda":
         pytest.skip("the CUDA client is tested once, under its own platform")
-    runs = [subprocess.Popen([sys.executable, "-c", TRAIN, "cuda"], stdout=subprocess.PIPE,
+    runs = [subprocess.Popen([sys.executable, "-c", TRAIN, "cuda", "beside others"], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, env=_clean_environment())
             for _ in range(processes)]
     outputs = [run.communicate(timeout=900) for run in runs]

@@ -1,8 +1,11 @@
 """One version of each pinned package throughout the project's files: the
-requirements setup installs, the package's extras and the README."""
+requirements setup installs, the package's extras and the README; and no
+name the package uses is undefined, in paths CPU runs never take too."""
 import pathlib
 import re
 import tomllib
+
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PIN = re.compile(r"^\s*([A-Za-z0-9_.-]+)(\[[^\]]*\])?\s*==\s*([^\s;#]+)")
@@ -43,3 +46,27 @@ def test_the_cuda_plugin_is_at_the_version_of_jax():
     readme = (ROOT / "README.md").read_text()
     assert f"jax[cuda13]=={jax_version}" in (ROOT / "requirements-cuda.txt").read_text()
     assert re.search(rf"\| cuda \|.*{re.escape(jax_version)}", readme), "README's plugin table names another jax"
+
+
+def test_the_package_uses_no_undefined_name():
+    # Branches only a GPU takes (CUDA memory, the pool, GPU benchmarks) run nowhere in CI: a
+    # name missing there would first fail on the device machine.
+    pyflakes = pytest.importorskip("pyflakes.api", reason="pyflakes is in requirements-dev.txt; the device has no registry")
+    from pyflakes import messages, reporter
+
+    found: list[str] = []
+
+    class Collect(reporter.Reporter):
+        def __init__(self):
+            super().__init__(None, None)
+
+        def flake(self, message):
+            if isinstance(message, (messages.UndefinedName, messages.UndefinedLocal, messages.UndefinedExport)):
+                found.append(str(message))
+
+        def syntaxError(self, filename, msg, lineno, offset, text):
+            found.append(f"{filename}:{lineno}: {msg}")
+
+    files = sorted(str(p) for p in (ROOT / "python" / "cuxla").rglob("*.py"))
+    pyflakes.checkRecursive(files, Collect())
+    assert not found, "\n".join(found)

@@ -12,11 +12,11 @@ import json
 import sys
 import time
 
+from .. import _models, _torch_memory
+
 
 def main(model_name: str, backend: str, size: str, precision: str) -> int:
     import torch
-
-    from .. import _models, _torch_memory
 
     cuda = torch.cuda.is_available()
     device = "cuda" if cuda else "cpu"
@@ -78,8 +78,6 @@ def _xla_calls(backend: str) -> tuple[int, float]:
 def _report(backend: str, cuda: bool, calls_before: tuple[int, float], timed_steps: int) -> dict:
     """Peak memory, graph breaks and, for cuxla, what ran in XLA and what its
     calls and compile cost, over the steps timed after the first."""
-    import torch
-
     import cuxla.dynamo
 
     from .. import _zoo
