@@ -86,9 +86,10 @@ def _math_attention(query, key, value, bias, is_causal, scale, dropout_p, seed):
     return _heads_second((weights @ _repeat_heads(value, query.shape[1]).float()).to(query.dtype)), lse
 
 
-def _math_attention_backward(grad_out, query, key, value, bias, is_causal, scale, dropout_p, seed):
+def _math_attention_backward(grad_out, query, key, value, bias, is_causal, scale, dropout_p, seed, bias_needs_grad):
     # out = (P ∘ D) V with P = softmax(S), D the dropout factors: dV = (P ∘ D)ᵀ dO,
-    # dP = (dO Vᵀ) ∘ D, dS = P ∘ (dP - rowsum(dP ∘ P)), dQ = dS K · scale, dK = dSᵀ Q · scale.
+    # dP = (dO Vᵀ) ∘ D, dS = P ∘ (dP - rowsum(dP ∘ P)), dQ = dS K · scale, dK = dSᵀ Q · scale,
+    # and a float mask, added to S, has dS (summed where it was broadcast).
     heads = query.shape[1]
     weights, _ = _weights(query, key, bias, is_causal, scale)
     kept = _kept(weights, dropout_p, seed)
@@ -98,9 +99,15 @@ def _math_attention_backward(grad_out, query, key, value, bias, is_causal, scale
     grad_scores = weights * (grad_weights - (grad_weights * weights).sum(-1, keepdim=True))
     grad_query = grad_scores @ key_f * scale
     grad_key = grad_scores.transpose(-1, -2) @ query.float() * scale
+    grad_bias = grad_scores.sum_to_size(bias.shape).to(bias.dtype) if bias_needs_grad else _no_gradient(query)
     # Each gradient in its input's layout, as PyTorch's kernels give them.
     return (torch.empty_like(query).copy_(grad_query), torch.empty_like(key).copy_(_sum_groups(grad_key, key.shape[1])),
-            torch.empty_like(value).copy_(_sum_groups(grad_value, value.shape[1])))
+            torch.empty_like(value).copy_(_sum_groups(grad_value, value.shape[1])), grad_bias)
+
+
+def _no_gradient(query):
+    """The mask's gradient where none is asked for (an op returns tensors, not None)."""
+    return query.new_empty((0,), dtype=torch.float32)
 
 
 @torch.library.custom_op("cuxla::attention", mutates_args=())
@@ -121,20 +128,24 @@ def _(query, key, value, bias, is_causal, scale, dropout_p=0.0, seed=None):
 @torch.library.custom_op("cuxla::attention_backward", mutates_args=())
 def attention_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                        bias: torch.Tensor | None, is_causal: bool, scale: float, dropout_p: float = 0.0,
-                       seed: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Gradients of `attention` (with the same dropout seed) for query, key and value."""
-    return _math_attention_backward(grad_out, query, key, value, bias, is_causal, scale, dropout_p, seed)
+                       seed: torch.Tensor | None = None, bias_needs_grad: bool = False
+                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Gradients of `attention` (with the same dropout seed) for query, key,
+    value and, if `bias_needs_grad`, the float mask (else an empty tensor)."""
+    return _math_attention_backward(grad_out, query, key, value, bias, is_causal, scale, dropout_p, seed,
+                                    bias_needs_grad)
 
 
 @attention_backward.register_fake
-def _(grad_out, query, key, value, bias, is_causal, scale, dropout_p=0.0, seed=None):
-    return torch.empty_like(query), torch.empty_like(key), torch.empty_like(value)
+def _(grad_out, query, key, value, bias, is_causal, scale, dropout_p=0.0, seed=None, bias_needs_grad=False):
+    grad_bias = torch.empty_like(bias) if bias_needs_grad else _no_gradient(query)
+    return torch.empty_like(query), torch.empty_like(key), torch.empty_like(value), grad_bias
 
 
 # ATen's kernels, forward and backward, rewritten to the pair. The seed of
 # the dropout mask goes where the kernel kept its RNG state, which only its
-# backward reads. A rewrite returns NotImplemented (the kernel stays) when the
-# mask itself needs a gradient, and for the CPU flash kernel with dropout.
+# backward reads. A rewrite returns NotImplemented (the kernel stays) for the
+# CPU flash kernel with dropout, and for a debug mask asked of the flash kernels.
 
 
 def _forward(query, key, value, bias, is_causal, scale, dropout_p):
@@ -147,9 +158,11 @@ def _forward(query, key, value, bias, is_causal, scale, dropout_p):
     return out, lse, seed
 
 
-def _backward(grad_out, query, key, value, bias, is_causal, scale, dropout_p, seed):
-    return attention_backward(grad_out, query, key, value, bias, is_causal, _scale(query, scale), dropout_p,
-                              seed if dropout_p else None)
+def _backward(grad_out, query, key, value, bias, is_causal, scale, dropout_p, seed, bias_needs_grad=False):
+    """The gradients of query, key and value (and of the mask, if it needs one)."""
+    grads = attention_backward(grad_out, query, key, value, bias, is_causal, _scale(query, scale), dropout_p,
+                               seed if dropout_p else None, bias_needs_grad)
+    return grads if bias_needs_grad else grads[:3]
 
 
 def _flash_cpu(query, key, value, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):
@@ -173,7 +186,7 @@ def _efficient(query, key, value, attn_bias, compute_log_sumexp, dropout_p=0.0, 
 def _efficient_backward(grad_out, query, key, value, attn_bias, out, logsumexp, philox_seed, philox_offset,
                         dropout_p, grad_input_mask, is_causal=False, *, scale=None):
     if attn_bias is not None and grad_input_mask[3]:
-        return NotImplemented
+        return _backward(grad_out, query, key, value, attn_bias, is_causal, scale, dropout_p, philox_seed, True)
     return (*_backward(grad_out, query, key, value, attn_bias, is_causal, scale, dropout_p, philox_seed), None)
 
 
@@ -259,14 +272,18 @@ def _jax_attention_with_dropout(query, key, value, bias, is_causal, scale, dropo
     return out.astype(query.dtype), lse
 
 
-def _jax_attention_backward(grad_out, query, key, value, bias, is_causal, scale, dropout_p=0.0, seed=None):
+def _jax_attention_backward(grad_out, query, key, value, bias, is_causal, scale, dropout_p=0.0, seed=None,
+                            bias_needs_grad=False):
     import jax
+    import jax.numpy as jnp
 
-    def output(q, k, v):
-        return _jax_attention(q, k, v, bias, is_causal, scale, dropout_p, seed)[0]
-
-    _, vjp = jax.vjp(output, query, key, value)
-    return vjp(grad_out)
+    if bias_needs_grad:
+        _, vjp = jax.vjp(lambda q, k, v, b: _jax_attention(q, k, v, b, is_causal, scale, dropout_p, seed)[0],
+                         query, key, value, bias)
+        return vjp(grad_out)
+    _, vjp = jax.vjp(lambda q, k, v: _jax_attention(q, k, v, bias, is_causal, scale, dropout_p, seed)[0],
+                     query, key, value)
+    return (*vjp(grad_out), jnp.zeros((0,), jnp.float32))
 
 
 LOWERINGS = {

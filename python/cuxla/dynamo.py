@@ -135,6 +135,9 @@ def _why_not(node: torch.fx.Node) -> str | None:
         return "no lowering"
     if target is torch.ops.aten.as_strided.default and not _reads_own_storage(node.args[0].meta["val"]):
         return "as_strided on a tensor that is not a dense block of its storage"
+    if target is torch.ops.aten._to_copy.default and _moves_to_the_cpu(node):
+        # A program's outputs are on its device: what the graph wants on the CPU PyTorch copies there.
+        return "a copy from the device to the CPU"
     value = node.meta.get("val")
     values = value if isinstance(value, (list, tuple)) else [value]
     # None: an output not asked for (a gradient nothing needs).
@@ -146,6 +149,12 @@ def _why_not(node: torch.fx.Node) -> str | None:
             if str(t.dtype).removeprefix("torch.") not in cuxla._cuxla.DTYPES:
                 return f"dtype {t.dtype} has no XLA counterpart"
     return None
+
+
+def _moves_to_the_cpu(node: torch.fx.Node) -> bool:
+    source, made = node.args[0].meta.get("val"), node.meta.get("val")
+    return (isinstance(source, torch.Tensor) and isinstance(made, torch.Tensor) and source.device.type != "cpu"
+            and made.device.type == "cpu")
 
 
 class _Supported(OperatorSupport):

@@ -103,6 +103,48 @@ def test_every_attention_kernel_rewrites_to_the_same_attention(case):
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5, msg=name)
 
 
+def _bias_attention(q, k, v, bias):
+    """The memory-efficient kernel with a float mask that needs a gradient
+    (a learned position bias), as PyTorch's attention calls it on CUDA."""
+    return aten._scaled_dot_product_efficient_attention(q, k, v, bias, True, 0.0)[0]
+
+
+@pytest.mark.parametrize("bias_shape", [(2, 4, 6, 7), (1, 4, 6, 7)], ids=["full", "broadcast over the batch"])
+def test_a_mask_that_needs_a_gradient_gets_it_in_xla(bias_shape):
+    # The kernel has no CPU implementation: what runs here is the rewrite, in XLA.
+    q, k, v, _ = _inputs(4, 4, None)
+    bias = torch.randn(bias_shape)
+    leaves = [t.detach().requires_grad_() for t in (q, k, v, bias)]
+    with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
+        expected = F.scaled_dot_product_attention(*leaves)
+    expected_grads = torch.autograd.grad(expected, leaves, torch.ones_like(expected))
+    torch._dynamo.reset()
+    cuxla.dynamo.reset_report()
+    leaves = [t.detach().requires_grad_() for t in (q, k, v, bias)]
+    out = torch.compile(_bias_attention, backend="cuxla")(*leaves)
+    grads = torch.autograd.grad(out, leaves, torch.ones_like(out))
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    for name, got, want in zip("qkv", grads, expected_grads):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5, msg=name)
+    torch.testing.assert_close(grads[3], expected_grads[3], rtol=1e-4, atol=1e-5, msg="mask")
+    report = cuxla.dynamo.report()
+    assert report["xla_programs"] == report["graphs"] == 2 and report["xla_ops"] == report["aten_ops"], report
+
+
+def test_a_mask_that_needs_a_gradient_gets_it_in_pytorch():
+    # The rewrite's eager form (where a graph falls back), against autograd through the math kernel.
+    q, k, v, _ = _inputs(4, 2, None)
+    bias = torch.randn(1, 4, 6, 7, requires_grad=True)
+    with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
+        expected = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, enable_gqa=True)
+    (expected_grad,) = torch.autograd.grad(expected, bias, torch.ones_like(expected))
+    out, lse, seed, offset = _rewrite(aten._scaled_dot_product_efficient_attention)(q, k, v, bias, True)
+    grads = _rewrite(aten._scaled_dot_product_efficient_attention_backward)(
+        torch.ones_like(out), q, k, v, bias, out, lse, seed, offset, 0.0, [True, True, True, True])
+    assert len(grads) == 4 and grads[3].shape == bias.shape
+    torch.testing.assert_close(grads[3], expected_grad, rtol=1e-4, atol=1e-5)
+
+
 def test_the_cpu_flash_kernel_with_dropout_stays():
     # Its backward takes no RNG state to draw the forward's mask again.
     q, k, v, _ = _inputs(4, 4, None)

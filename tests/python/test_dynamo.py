@@ -401,6 +401,17 @@ def test_outputs_have_pytorchs_dtypes(tdev):
     assert got.dtype == torch.int64 and torch.equal(got, expected)
 
 
+def test_a_tensor_moved_to_the_cpu_in_a_graph_is_on_the_cpu(tdev):
+    if tdev != "cuda":
+        pytest.skip("a move from a GPU to the CPU")
+    x = torch.randn(4, 4, device=tdev)
+    got = torch.compile(lambda x: (x * 2).cpu() + 1, backend="cuxla")(x)
+    assert got.device.type == "cpu" and torch.equal(got, (x * 2).cpu() + 1)
+    report = cuxla.dynamo.report()
+    assert [f["reason"] for f in report["fallbacks"]] == ["a copy from the device to the CPU"], report
+    assert report["xla_programs"] == 2, report  # x * 2 on the GPU, + 1 on the CPU
+
+
 def test_grouped_matrix_products_of_experts_run_in_xla(tdev):
     pytest.importorskip("transformers.integrations.moe")
     torch.manual_seed(0)
