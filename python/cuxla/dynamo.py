@@ -59,13 +59,22 @@ compile_backward_with_forward = True
 (while XLA compiles the forward, the two at once); False: at the first
 backward call, as AOTAutograd does by default. Read when a graph is compiled."""
 
+time_on_device = False
+"""True: each XLA program called on a GPU is also timed on the device, by
+CUDA events on PyTorch's stream around it (from its inputs being ready to
+its outputs being made), summed in report()["device_s"], which then waits
+for the calls timed so far. Two events per call. Read at each call."""
+
 _RANDOM_TAG = torch.Tag.nondeterministic_seeded
 
 _lock = threading.Lock()
 _fallbacks: collections.Counter[tuple[str, str]] = collections.Counter()
 _STATS = {"graphs": 0, "xla_programs": 0, "aten_ops": 0, "xla_ops": 0, "lowerings_from_cache": 0, "lowering_s": 0.0,
-          "compile_s": 0.0, "program_calls": 0, "call_s": 0.0}
+          "compile_s": 0.0, "program_calls": 0, "call_s": 0.0, "device_s": 0.0}
 _stats = dict(_STATS)
+# (start, end) CUDA events of the calls timed on the device, not yet summed.
+_device_timings: collections.deque = collections.deque()
+_summing_lock = threading.Lock()
 _epoch = 0  # reset_report()s so far: a share recorded before one is not taken back after it
 
 
@@ -73,9 +82,11 @@ def report() -> dict[str, Any]:
     """What the backend did so far: graphs compiled, XLA programs made, ATen
     ops in those graphs and how many of them run in XLA, time spent lowering
     and compiling, the programs' calls and the host's time in them (handing
-    over and launching; XLA's device work runs on after), Dynamo's graph
-    breaks (the model's Python cut between graphs, under any backend), and
-    every op that runs in PyTorch, with why."""
+    over and launching; XLA's device work runs on after), their time on the
+    device (under `time_on_device`), Dynamo's graph breaks (the model's
+    Python cut between graphs, under any backend), and every op that runs in
+    PyTorch, with why."""
+    _sum_device_timings(wait=True)
     breaks = torch._dynamo.utils.counters["graph_break"]  # Dynamo's own cuts: between graphs PyTorch runs
     with _lock:
         return {
@@ -92,7 +103,29 @@ def reset_report() -> None:
         _epoch += 1
         _fallbacks.clear()
         _stats.update(_STATS)
+        _device_timings.clear()
         torch._dynamo.utils.counters["graph_break"].clear()
+
+
+def _sum_device_timings(wait: bool) -> None:
+    """Adds the device time of the timed calls that are done (with `wait`,
+    of all, waiting for them) to the report."""
+    with _summing_lock:  # one at a time: each call's time is added once
+        with _lock:
+            timings, epoch = list(_device_timings), _epoch
+        done, settled = 0.0, 0
+        for started, ended in timings:
+            if wait:
+                ended.synchronize()
+            elif not ended.query():
+                break
+            done += started.elapsed_time(ended) / 1e3
+            settled += 1
+        with _lock:
+            if epoch == _epoch:  # else reset_report() dropped them meanwhile
+                for _ in range(settled):
+                    _device_timings.popleft()
+                _stats["device_s"] += done
 
 
 def _record(ops: int, xla_ops: int, kept: dict[str, tuple[str, str]], graphs: int = 1,
@@ -290,12 +323,24 @@ class _XlaProgram:
         if self.random:
             # PyTorch's generator for the device gives the seed: manual_seed repeats the draws.
             args = (*args, torch.randint(0, 2**62, (), dtype=torch.int64, device=self.device))
+        timed = time_on_device and self.device.type == "cuda"
+        if timed:
+            stream = torch.cuda.current_stream(self.device)
+            started, ended = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            started.record(stream)
         produced = iter(cuxla_torch.call(self.executable, *args))
+        if timed:
+            ended.record(stream)
         outputs = [next(produced) if how is _FROM_PROGRAM else None if how is None else _input_view(given, *how)
                    for how in self.output_plan]
         with _lock:  # the host's share of a step: launching XLA's work, not waiting for it
             _stats["program_calls"] += 1
             _stats["call_s"] += time.perf_counter() - start
+            if timed:
+                _device_timings.append((started, ended))
+                pending = len(_device_timings)
+        if timed and pending > 1024:  # timed calls nobody asked about yet: sum those done
+            _sum_device_timings(wait=False)
         return outputs
 
 

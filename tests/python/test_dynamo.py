@@ -5,6 +5,7 @@ import copy
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 import torch
@@ -323,6 +324,22 @@ def test_a_lowering_that_fails_in_one_graph_is_not_banned_in_the_next(tdev, monk
     torch.compile(model, backend="cuxla")(x)
     report = cuxla.dynamo.report()
     assert report["fallbacks"] == [] and report["xla_programs"] == 2, report  # forward and backward
+
+
+def test_programs_are_timed_on_the_device_when_asked(tdev, monkeypatch):
+    monkeypatch.setattr(cuxla.dynamo, "time_on_device", True)
+    start = time.perf_counter()
+    _models.train(_models.mlp(tdev), 3, compile_backend="cuxla")
+    if tdev == "cuda":
+        torch.cuda.synchronize()
+    wall = time.perf_counter() - start
+    report = cuxla.dynamo.report()  # waits for the timed calls
+    assert report["program_calls"] >= 6, report
+    if tdev == "cuda":
+        assert 0 < report["device_s"] < wall, (report["device_s"], wall)
+        assert not cuxla.dynamo._device_timings, "every timed call is summed"
+    else:
+        assert report["device_s"] == 0.0, report  # CUDA's events time GPUs only
 
 
 def test_training_steps_copy_nothing_between_host_and_device(tdev):

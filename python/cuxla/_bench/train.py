@@ -107,6 +107,7 @@ def _row(model: str, backend: str, child: _Child, report: dict, step_s: float, w
             "xla_programs": report["xla_programs"], "graphs": report["graphs"],
             "graph_breaks": report["graph_breaks"], "xla_calls_per_step": report["xla_calls_per_step"],
             "host_ms_in_xla_calls_per_step": report["host_ms_in_xla_calls_per_step"],
+            "device_ms_in_xla_per_step": report["device_ms_in_xla_per_step"],
             "first_loss": child.started["loss"],
             "final_loss": child.last_loss}
 
@@ -124,4 +125,6 @@ def _print_row(r: dict) -> None:
     if r["xla_op_share"] is not None:
         line += (f"   in XLA {100 * r['xla_op_share']:.0f}% of ATen ops, {r['xla_calls_per_step']:.0f} calls a step "
                  f"taking the host {r['host_ms_in_xla_calls_per_step']:.2f} ms")
+        if r["device_ms_in_xla_per_step"] is not None:
+            line += f" and the device {r['device_ms_in_xla_per_step']:.2f} ms"
     print(line + f"   loss {r['first_loss']:.4f} -> {r['final_loss']:.4f}", flush=True)

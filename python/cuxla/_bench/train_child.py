@@ -28,7 +28,9 @@ def main(model_name: str, backend: str, size: str, precision: str) -> int:
     torch.backends.cudnn.allow_tf32 = tf32
     # One-time imports are not the model's compile: made before the clock runs.
     if backend == "cuxla":
-        import cuxla.dynamo  # noqa: F401
+        import cuxla.dynamo
+
+        cuxla.dynamo.time_on_device = cuda  # each step's XLA device time, for the split of a step
 
         from .. import _torchax
 
@@ -65,17 +67,17 @@ def main(model_name: str, backend: str, size: str, precision: str) -> int:
     return 0
 
 
-def _xla_calls(backend: str) -> tuple[int, float]:
-    """XLA program calls so far and the host's seconds in them."""
+def _xla_calls(backend: str) -> tuple[int, float, float]:
+    """XLA program calls so far, the host's seconds in them and (on a GPU) their device seconds."""
     if backend != "cuxla":
-        return 0, 0.0
+        return 0, 0.0, 0.0
     import cuxla.dynamo
 
     report = cuxla.dynamo.report()
-    return report["program_calls"], report["call_s"]
+    return report["program_calls"], report["call_s"], report["device_s"]
 
 
-def _report(backend: str, cuda: bool, calls_before: tuple[int, float], timed_steps: int) -> dict:
+def _report(backend: str, cuda: bool, calls_before: tuple[int, float, float], timed_steps: int) -> dict:
     """Peak memory, graph breaks and, for cuxla, what ran in XLA and what its
     calls and compile cost, over the steps timed after the first."""
     import cuxla.dynamo
@@ -88,12 +90,14 @@ def _report(backend: str, cuda: bool, calls_before: tuple[int, float], timed_ste
            "graph_breaks": report["graph_breaks"]}
     if backend != "cuxla":
         return {**row, **dict.fromkeys(("graphs", "xla_programs", "aten_ops", "xla_ops", "lowering_s",
-                                        "xla_compile_s", "xla_calls_per_step", "host_ms_in_xla_calls_per_step"))}
-    calls, call_s = (now - before for now, before in zip(_xla_calls(backend), calls_before))
+                                        "xla_compile_s", "xla_calls_per_step", "host_ms_in_xla_calls_per_step",
+                                        "device_ms_in_xla_per_step"))}
+    calls, call_s, device_s = (now - before for now, before in zip(_xla_calls(backend), calls_before))
     return {**row, "graphs": report["graphs"], "xla_programs": report["xla_programs"],
             "aten_ops": report["aten_ops"], "xla_ops": report["xla_ops"], "lowering_s": report["lowering_s"],
             "xla_compile_s": report["compile_s"], "xla_calls_per_step": calls / timed_steps,
-            "host_ms_in_xla_calls_per_step": 1e3 * call_s / timed_steps}
+            "host_ms_in_xla_calls_per_step": 1e3 * call_s / timed_steps,
+            "device_ms_in_xla_per_step": 1e3 * device_s / timed_steps if cuda else None}
 
 
 def _answer(values: dict) -> None:

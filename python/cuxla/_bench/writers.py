@@ -95,16 +95,19 @@ def write_train(rows: list[dict], card: str, rounds: int, steps: int, tf32: bool
              "step's excess over it, cold (empty caches; for cuxla, lowering + XLA's compiles, summed: forward "
              "and backward compile at once) and warm (a second "
              "process, the first's caches). Peak: "
-             "PyTorch's and XLA's peak allocations, added. XLA calls: programs called a step, and the host's time "
-             "in those calls (handing tensors over, launching; XLA's device work runs on after).", "",
+             "PyTorch's and XLA's peak allocations, added. XLA calls: programs called a step, the host's time "
+             "in those calls (handing tensors over, launching; XLA's device work runs on after) and, on a GPU, "
+             "their time on the device (CUDA events on PyTorch's stream around each call); the rest of a step "
+             "is PyTorch's (the optimizer, ops left to it) and the device waiting for the host.", "",
              "| model | backend | step (ms) | tokens/s | peak memory (GiB) | compile cold (s) | compile warm (s) | "
-             "ATen ops in XLA | XLA calls a step, host ms in them | graph breaks | loss first -> last |",
+             "ATen ops in XLA | XLA calls a step, host ms, device ms in them | graph breaks | loss first -> last |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         share = "-" if r["xla_op_share"] is None else f"{100 * r['xla_op_share']:.1f}%"
         split = "" if r["lowering_s"] is None else f" ({r['lowering_s']:.2f} + {r['xla_compile_s']:.2f})"
         calls = ("-" if r["xla_calls_per_step"] is None
-                 else f"{r['xla_calls_per_step']:.0f}, {r['host_ms_in_xla_calls_per_step']:.2f}")
+                 else f"{r['xla_calls_per_step']:.0f}, {r['host_ms_in_xla_calls_per_step']:.2f}, "
+                      f"{_cell(r['device_ms_in_xla_per_step'], '.2f')}")
         lines.append(f"| {r['model']} | {r['backend']} | {r['step_ms']:.2f} | {_cell(r['tokens_per_s'], ',.0f')} | "
                      f"{_cell(r['peak_gib'], '.2f')} | {r['cold_compile_s']:.2f}{split} | "
                      f"{_cell(r['warm_compile_s'], '.2f')} | "
