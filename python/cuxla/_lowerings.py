@@ -48,7 +48,10 @@ def _grouped_mm(input, weight, offsets):
     import jax
     import jax.numpy as jnp
 
-    return jax.lax.ragged_dot(input, weight, jnp.diff(offsets, prepend=0).astype(jnp.int32))
+    product = jax.lax.ragged_dot(input, weight, jnp.diff(offsets, prepend=0).astype(jnp.int32))
+    # Zeroed here rather than left to how each platform's XLA treats rows outside every group.
+    in_a_group = jnp.arange(input.shape[0]) < offsets[-1]
+    return jnp.where(in_a_group[:, None], product, jnp.zeros((), product.dtype))
 
 
 def _grouped_mm_backward(input, weight, offsets, grad_output):
