@@ -87,6 +87,23 @@ def test_failing_models_give_rows_and_the_files_are_written(tmp_path):
     assert "0 of 2 pass" in table and "| BertModel | eager failed |" in table
     assert (tmp_path / "models.png").stat().st_size > 1000
     assert "[ 2/2]" in result.stdout
+    assert not (tmp_path / "models-partial.json").exists(), "a finished run keeps only its table"
+
+
+def test_a_run_cut_short_leaves_the_rows_of_the_models_done(tmp_path):
+    # A GPU call's time limit can end a sweep: what finished is on disk as it finishes.
+    run = subprocess.Popen([sys.executable, "-m", "cuxla", "bench", "models", "--models",
+                            "NoSuchModelForMaskedLM,BertForMaskedLM", "--jobs", "1", "--out", str(tmp_path)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    partial = tmp_path / "models-partial.json"
+    deadline = time.monotonic() + 120
+    while not partial.exists() and run.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    run.kill()
+    run.wait()
+    rows = json.loads(partial.read_text())
+    assert [r["model"] for r in rows] == ["NoSuchModelForMaskedLM"], rows
+    assert not (tmp_path / "models.json").exists()
 
 
 def test_a_child_past_its_time_is_killed_and_becomes_a_timeout_row(tmp_path):

@@ -25,15 +25,21 @@ def models(names: list[str], steps: int = 3, jobs: int = 1, timeout_s: float = 6
           f"{jobs} at a time, {timeout_s:g} s each at most", flush=True)
     started = time.perf_counter()
     rows: dict[str, dict] = {}
+    # The rows so far, rewritten as each model ends: what a run cut short (a
+    # call's time limit) leaves behind, for writers.write_models.
+    partial = pathlib.Path(out_dir) / "models-partial.json"
+    partial.parent.mkdir(parents=True, exist_ok=True)
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
         futures = {pool.submit(_run_child, name, command, timeout_s, threads): name for name in names}
         for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
             row = rows[futures[future]] = future.result()
             print(f"[{done:2d}/{len(names)}] {row['model']:40s} {row['verdict']:19s} {row['wall_s']:6.1f} s  "
                   f"{_shape_of_run(row)}{row['detail']}", flush=True)
+            partial.write_text(json.dumps([rows[n] for n in names if n in rows], indent=1))
     ordered = [rows[name] for name in names]
     print(f"{len(names)} models in {time.perf_counter() - started:.0f} s")
     writers.write_models(ordered, steps, dropout, tolerance, pathlib.Path(out_dir))
+    partial.unlink()
     return 0
 
 
