@@ -139,11 +139,9 @@ def usage_in_words(device: _cuxla.Device) -> str:
     what the device has free, for an out-of-memory message."""
     ordinal = device.local_hardware_id
     free, total = torch.cuda.mem_get_info(ordinal)
-    if _whole_process:
-        torch_part = f"PyTorch {_gib(torch_memory_allocated(ordinal))}"
-    else:
-        torch_part = (f"PyTorch {_gib(torch.cuda.memory_allocated(ordinal))} (its cache holds "
-                      f"{_gib(torch.cuda.memory_reserved(ordinal))})")
+    torch_part = f"PyTorch {_gib(torch_memory_allocated(ordinal))}"
+    if not _whole_process:  # PyTorch's caching allocator holds more than it hands out
+        torch_part += f" (its cache holds {_gib(torch.cuda.memory_reserved(ordinal))})"
     stats = device.memory_stats()
     if stats is None:
         xla_part = "XLA unknown (its plugin keeps no statistics)"
