@@ -125,7 +125,8 @@ def test_bench_commands_write_a_table_json_and_a_plot(tmp_path):
         assert all(str(r.get("method", r.get("model"))) in table for r in rows)
         if what == "train":  # the compiled backend's warm second process, tokens and XLA's share ran
             cuxla_rows = [r for r in rows if r["backend"] == "cuxla"]
-            assert cuxla_rows and all(r["warm_compile_s"] is not None and r["xla_op_share"] == 1.0
+            assert cuxla_rows and all(r["warm_compile_s"] is not None and r["warm_cuxla_s"] is not None
+                                      and r["xla_op_share"] == 1.0
                                       and r["xla_calls_per_step"] >= 1 and r["lowering_s"] > 0 for r in cuxla_rows)
             assert [r["tokens_per_s"] > 0 for r in rows if r["model"] == "gpt2"] == [True, True]
     # TF32 for every backend: its own files, saying so.

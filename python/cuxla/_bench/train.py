@@ -82,23 +82,24 @@ def train(models: list[str], backends: list[str], rounds: int, steps: int, out_d
                 report = child.ask("report")
                 child.close()
                 step_s = statistics.median(times[backend])
-                warm_s = None
+                warm = None
                 if backend != "eager":  # a second process, from the caches the first left
                     warm = _Child(model, backend, size, precision, env)
-                    warm_s = max(warm.started["first_step_s"] - step_s, 0.0)
                     warm.close()
-                rows.append(_row(model, backend, child, report, step_s, warm_s))
+                rows.append(_row(model, backend, child, report, step_s, warm))
                 _print_row(rows[-1])
     writers.write_train(rows, card, rounds, steps, tf32, pathlib.Path(out_dir))
     return 0
 
 
-def _row(model: str, backend: str, child: _Child, report: dict, step_s: float, warm_s: float | None) -> dict:
+def _row(model: str, backend: str, child: _Child, report: dict, step_s: float, warm: _Child | None) -> dict:
     tokens = child.started["tokens"]
     peak = report["peak_torch_gib"]
     return {"model": model, "backend": backend, "step_ms": step_s * 1e3,
             "tokens_per_s": tokens / step_s if tokens else None,
-            "cold_compile_s": max(child.started["first_step_s"] - step_s, 0.0), "warm_compile_s": warm_s,
+            "cold_compile_s": max(child.started["first_step_s"] - step_s, 0.0), "warm_compile_s": None if warm is None else max(warm.started["first_step_s"] - step_s, 0.0),
+            # Of the warm compile, cuxla's (loading lowerings and executables); the rest is Dynamo's and AOTAutograd's.
+            "warm_cuxla_s": None if warm is None else warm.started.get("cuxla_compile_s"),
             # Of the cold compile, cuxla's: lowering to StableHLO, and XLA compiling it.
             "lowering_s": report["lowering_s"], "xla_compile_s": report["xla_compile_s"],
             "peak_gib": None if peak is None else peak + report["peak_xla_gib"],
@@ -118,6 +119,8 @@ def _print_row(r: dict) -> None:
         line += f" (lowering {r['lowering_s']:.2f}, XLA {r['xla_compile_s']:.2f})"
     if r["warm_compile_s"] is not None:
         line += f", warm {r['warm_compile_s']:6.2f} s"
+        if r["warm_cuxla_s"] is not None:
+            line += f" (cuxla's {r['warm_cuxla_s']:.2f})"
     if r["tokens_per_s"]:
         line += f"   {r['tokens_per_s']:,.0f} tokens/s"
     if r["peak_gib"] is not None:

@@ -53,7 +53,11 @@ def main(model_name: str, backend: str, size: str, precision: str) -> int:
     first_s, loss = timed_step()
     calls_before = _xla_calls(backend)  # the steps after the first: what one step costs
     timed_steps = 0
-    _answer({"first_step_s": first_s, "loss": loss, "tokens": workload.tokens})
+    first = {"first_step_s": first_s, "loss": loss, "tokens": workload.tokens}
+    if backend == "cuxla":  # of the first step, cuxla's own: lowering (or loading it) and XLA's compiles (or loads)
+        report = cuxla.dynamo.report()
+        first["cuxla_compile_s"] = report["lowering_s"] + report["compile_s"]
+    _answer(first)
     for line in sys.stdin:
         command, *argument = line.split()
         if command == "run":
