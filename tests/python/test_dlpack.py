@@ -360,10 +360,10 @@ def test_calls_on_fresh_tensors_keep_no_views_of_dead_ones(client, tdev):
     # (Python reuses the address), is not one seen before: no view is kept.
     one = torch.ones(6, device=tdev)
     base = torch.zeros(6, device=tdev)
-    reused = 0
+    reused, last = 0, None
     for i in range(200):
         x = base.view(6).fill_(float(i))
-        reused += i > 0 and id(x) == last
+        reused += id(x) == last
         last = id(x)
         assert torch.equal(ct.call(add, x, one)[0].cpu(), torch.full((6,), i + 1.0))
         assert _cuxla.call_view_count() == kept + (i > 0), f"call {i} kept a view of a tensor it saw once"

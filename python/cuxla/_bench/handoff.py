@@ -95,7 +95,7 @@ def handoff(max_bytes: int | None = None, out_dir: str = "bench-results", budget
     if cuda:
         methods["cuxla import, torch stream busy"] = cuxla_import_busy
         stream, why_not = client._compute_stream(client.devices()[0])
-        print(f"  busy imports: XLA's compute stream waits for PyTorch's" if stream else
+        print("  busy imports: XLA's compute stream waits for PyTorch's" if stream else
               f"  busy imports: through PJRT's external-ready streams ({why_not})")
         if stream:  # the route of plugins without FFI, side by side
             ready_stream_client = _ready_stream_client()

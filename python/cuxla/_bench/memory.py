@@ -8,6 +8,7 @@ process of its own (`memory_child`)."""
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import re
 import subprocess
@@ -38,15 +39,26 @@ def memory(measures: list[str], out_dir: str) -> int:
             row = row if "measure" in row else {"setting": setting, "measure": title, **row}
             rows.append(row)
             print(f"  {title:34s} {setting:9s} {writers.memory_cell(row)}", flush=True)
+            # The files after each row: a run cut short leaves what it measured.
+            writers.write_memory(rows, card, SETTINGS, pathlib.Path(out_dir), quiet=True)
     writers.write_memory(rows, card, SETTINGS, pathlib.Path(out_dir))
     return 0
 
 
-def _measure(setting: str, measure: str, timeout_s: float = 900) -> dict:
+# What would change a setting behind its name: the allocators' own switches.
+# A child compiles cold (no compile cache): a cached executable skips XLA's
+# autotuning, whose buffers count in the peak of whichever setting compiled.
+_SETTING_ENVIRONMENT = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "CUXLA_ALLOCATOR", "CUXLA_PREALLOCATE",
+                        "CUXLA_MEM_FRACTION", "CUXLA_ONE_POOL")
+
+
+def _measure(setting: str, measure: str, timeout_s: float = 300) -> dict:
     """The child's row, or {"error": why} where it failed or ran out of time."""
+    env = {k: v for k, v in os.environ.items() if k not in _SETTING_ENVIRONMENT}
+    env["CUXLA_CACHE_DIR"] = ""
     try:
         child = subprocess.run([sys.executable, "-m", "cuxla._bench.memory_child", setting, measure],
-                               capture_output=True, text=True, timeout=timeout_s)
+                               capture_output=True, text=True, timeout=timeout_s, env=env)
     except subprocess.TimeoutExpired:
         return {"error": f"no answer within {timeout_s:.0f} s"}
     lines = [line for line in child.stdout.splitlines() if line.startswith("{")]

@@ -7,10 +7,12 @@ peak). Prints one JSON line.
 """
 from __future__ import annotations
 
+import gc
 import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 
 import torch
 
@@ -27,6 +29,11 @@ def _device_used() -> int:
 
 
 def _emit(**row) -> None:
+    if row["setting"] != "eager":  # a graph left to PyTorch would make cuxla's row an eager one
+        import cuxla.dynamo
+
+        report = cuxla.dynamo.report()
+        row["xla_op_share"] = report["xla_ops"] / report["aten_ops"] if report["aten_ops"] else None
     print(json.dumps(row), flush=True)
 
 
@@ -48,30 +55,45 @@ def _training_peak(setting: str, name: str, workload, steps: int = 5) -> None:
           loss=loss.item())
 
 
-def _largest_batch(setting: str, budget: int) -> None:
-    """The largest MLP batch (doubling from 256) whose training fits in
-    `budget` bytes of the device: the rest is taken by a block of PyTorch's."""
+def _trains(setting: str, batch: int) -> bool:
+    """Whether two MLP training steps at `batch` fit in what the device has left."""
     from .. import _models
 
+    # Each batch its own static compile: Dynamo would make the batch dimension
+    # symbolic at the second size and run eagerly past its recompile limit.
+    torch._dynamo.reset()
+    gc.collect()  # the last try's model and optimizer, and an out-of-memory's traceback
+    try:
+        step = _models.training_step(_models.mlp("cuda", "base", batch=batch),
+                                     None if setting == "eager" else "cuxla")
+        for _ in range(2):
+            step().item()
+        return True
+    except (RuntimeError, MemoryError) as error:  # torch.OutOfMemoryError is a RuntimeError
+        if "out of memory" not in str(error).lower():  # cuxla's MemoryError says so too
+            raise
+        return False
+
+
+def largest_that_fits(fits: Callable[[int], bool], start: int = 256, limit: int = 1 << 22) -> int:
+    """The largest size that `fits`, 0 if `start` does not: doubling from
+    `start`, then by eighths of the last size that fit."""
+    largest, size = 0, start
+    while size <= limit and fits(size):
+        largest, size = size, size * 2
+    eighth = largest // 8
+    while eighth and largest + eighth < size and fits(largest + eighth):
+        largest += eighth
+    return largest
+
+
+def _largest_batch(setting: str, budget: int) -> None:
+    """The largest MLP batch whose training fits in `budget` bytes of the
+    device, the rest taken by a block of PyTorch's."""
     free, _ = torch.cuda.mem_get_info()
     ballast = torch.empty(max(free - budget, 0), dtype=torch.uint8, device="cuda")  # noqa: F841
-    fits, batch = 0, 256
-    while batch <= 1 << 22:
-        # Each batch its own static compile: Dynamo would make the batch dimension
-        # symbolic at the second size and run eagerly past its recompile limit.
-        torch._dynamo.reset()
-        try:
-            workload = _models.mlp("cuda", "base", batch=batch)
-            step = _models.training_step(workload, None if setting == "eager" else "cuxla")
-            for _ in range(2):
-                step().item()
-        except (RuntimeError, MemoryError) as error:  # torch.OutOfMemoryError is a RuntimeError
-            if "out of memory" not in str(error).lower():  # cuxla's MemoryError says so too
-                raise
-            break
-        fits, batch = batch, batch * 2
-        del workload, step
-    _emit(setting=setting, measure=MEASURES["batch"], budget_gib=budget / 2**30, batch=fits)
+    batch = largest_that_fits(lambda batch: _trains(setting, batch))
+    _emit(setting=setting, measure=MEASURES["batch"], budget_gib=budget / 2**30, batch=batch)
 
 
 def _allocation_cost(setting: str, ops: int = 20000) -> None:

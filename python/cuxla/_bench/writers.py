@@ -16,14 +16,17 @@ def pyplot():
     return plt
 
 
-def save(out_dir: pathlib.Path, stem: str, card: str, rows: list[dict], table: list[str], fig) -> None:
+def save(out_dir: pathlib.Path, stem: str, card: str, rows: list[dict], table: list[str], fig,
+         quiet: bool = False) -> None:
     """A benchmark's results as `stem`.json (the rows), .md (the table) and .png (the figure)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"{stem}.json").write_text(json.dumps({"device": card, "rows": rows}, indent=1))
     (out_dir / f"{stem}.md").write_text("\n".join(table) + "\n")
     fig.tight_layout()
     fig.savefig(out_dir / f"{stem}.png", dpi=120)
-    print(f"\nwrote {out_dir / stem}.md, .json and .png")
+    pyplot().close(fig)
+    if not quiet:
+        print(f"\nwrote {out_dir / stem}.md, .json and .png")
 
 
 def size_name(size: int) -> str:
@@ -212,24 +215,31 @@ def memory_cell(row: dict) -> str:
     if "error" in row:
         return f"failed: {row['error'][:80]}"
     if "us_per_op" in row:
-        return f"{row['us_per_op']:.2f} µs"
+        return f"{row['us_per_op']:.2f} µs on the host"
+    in_xla = "" if row.get("xla_op_share") is None else f", {100 * row['xla_op_share']:.0f}% of ATen ops in XLA"
     if "batch" in row:
-        return f"{row['batch']} (in {row['budget_gib']:.0f} GiB)"
-    return f"{row['peak_gib']:.2f} GiB, step {row['step_ms']:.1f} ms"
+        return f"{row['batch']} (in {row['budget_gib']:.0f} GiB){in_xla}"
+    return f"{row['peak_gib']:.2f} GiB, step {row['step_ms']:.1f} ms{in_xla}"
 
 
-def write_memory(rows: list[dict], card: str, settings: dict[str, str], out_dir: pathlib.Path) -> None:
+def write_memory(rows: list[dict], card: str, settings: dict[str, str], out_dir: pathlib.Path,
+                 quiet: bool = False) -> None:
     measures = list(dict.fromkeys(r["measure"] for r in rows))
-    lines = [f"Memory on {card}: peak device memory in use after each of 5 training steps, over what was in use "
-             "before (torch.cuda.mem_get_info: what other processes see taken), and step time; the largest MLP "
-             "batch (width 4096) whose training fits 8 GiB; the host's time for an eager op making a new tensor.",
+    lines = [f"Memory on {card}: peak device memory in use after each of 5 training steps (the first compiles, "
+             "cold), over what was in use before them with the model and its inputs already made "
+             "(torch.cuda.mem_get_info: what other processes see taken), and step time; the largest MLP "
+             "batch (width 4096) whose training fits 8 GiB, grown by doubling and then by eighths, in one process; "
+             "the host's time for an eager op making a new tensor. For cuxla, the share of ATen ops that ran in "
+             "XLA (a graph left to PyTorch would make the row an eager one). Each in a process of its own, "
+             "without PyTorch's or cuxla's allocator settings from the environment.",
              "", "| measure | " + " | ".join(settings) + " |", "|---|" + "---|" * len(settings)]
     by_key = {(r["measure"], r["setting"]): r for r in rows}
     for measure in measures:
         cells = [memory_cell(by_key[(measure, s)]) if (measure, s) in by_key else "-" for s in settings]
         lines.append(f"| {measure} | " + " | ".join(cells) + " |")
     lines += ["", *[f"- {name}: {what}" for name, what in settings.items()]]
-    print("\n".join(lines))
+    if not quiet:
+        print("\n".join(lines))
     plt = pyplot()
     peaks = [m for m in measures if any("peak_gib" in by_key.get((m, s), {}) for s in settings)]
     fig, ax = plt.subplots(figsize=(8, 4))
@@ -241,4 +251,4 @@ def write_memory(rows: list[dict], card: str, settings: dict[str, str], out_dir:
     ax.set_ylabel("peak device memory in use (GiB)")
     ax.set_title(f"One pool or two: compiled training on {card}")
     ax.legend()
-    save(out_dir, "memory", card, rows, lines, fig)
+    save(out_dir, "memory", card, rows, lines, fig, quiet)
