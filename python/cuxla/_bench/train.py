@@ -58,8 +58,10 @@ def train(models: list[str], backends: list[str], rounds: int, steps: int, out_d
     cuda = torch.cuda.is_available()
     size = "base" if cuda else "tiny"
     card = torch.cuda.get_device_name() if cuda else "CPU"
+    one_pool = cuda and os.environ.get("CUXLA_ONE_POOL") == "1"  # the children's setting (train_child)
     print(f"cuxla bench train on {card}: {size} models, {rounds} rounds of {steps} AdamW steps per backend, "
-          f"backends taking turns, TF32 {'on' if tf32 else 'off'} for all", flush=True)
+          f"backends taking turns, TF32 {'on' if tf32 else 'off'} for all{writers.ONE_POOL_SAID if one_pool else ''}",
+          flush=True)
     precision = "tf32" if tf32 else "float32"
     rows = []
     with tempfile.TemporaryDirectory(prefix="cuxla-bench-train-") as caches:
@@ -88,7 +90,9 @@ def train(models: list[str], backends: list[str], rounds: int, steps: int, out_d
                     warm.close()
                 rows.append(_row(model, backend, child, report, step_s, warm))
                 _print_row(rows[-1])
-    writers.write_train(rows, card, rounds, steps, tf32, pathlib.Path(out_dir))
+                # The files after each row: a run cut short leaves what it measured.
+                writers.write_train(rows, card, rounds, steps, tf32, one_pool, pathlib.Path(out_dir), quiet=True)
+    writers.write_train(rows, card, rounds, steps, tf32, one_pool, pathlib.Path(out_dir))
     return 0
 
 

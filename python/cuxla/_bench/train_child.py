@@ -9,6 +9,7 @@ answered with one JSON line on stdout.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -35,6 +36,7 @@ def main(model_name: str, backend: str, size: str, precision: str) -> int:
         from .. import _torchax
 
         _torchax.environment()
+        cuxla._client.client_for_platform(device)  # the plugin loaded, its device opened: not a compile either
     elif backend == "inductor":
         import torch._inductor.compile_fx  # noqa: F401
     sync = torch.cuda.synchronize if cuda else (lambda: None)
@@ -104,9 +106,17 @@ def _report(backend: str, cuda: bool, calls_before: tuple[int, float, float], ti
             "device_ms_in_xla_per_step": 1e3 * device_s / timed_steps if cuda else None}
 
 
+_answers = sys.stdout  # the parent's channel
+
+
 def _answer(values: dict) -> None:
-    print(json.dumps(values), flush=True)
+    print(json.dumps(values), file=_answers, flush=True)
 
 
 if __name__ == "__main__":
+    # Answers go to the parent through stdout as it was at the start; what the
+    # libraries print (Python or native code) goes to stderr, so that no line
+    # of theirs can be taken for an answer or run into one.
+    _answers = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     sys.exit(main(*sys.argv[1:5]))

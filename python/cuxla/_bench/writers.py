@@ -91,15 +91,20 @@ def write_scale(rows: list[dict], card: str, out_dir: pathlib.Path) -> None:
     save(out_dir, "scale", card, rows, lines, fig)
 
 
-def write_train(rows: list[dict], card: str, rounds: int, steps: int, tf32: bool, out_dir: pathlib.Path) -> None:
+ONE_POOL_SAID = "; PyTorch allocating from XLA's memory pool in every process (CUXLA_ONE_POOL=1)"
+
+
+def write_train(rows: list[dict], card: str, rounds: int, steps: int, tf32: bool, one_pool: bool,
+                out_dir: pathlib.Path, quiet: bool = False) -> None:
     lines = [f"Training on {card}: {rounds} rounds of {steps} AdamW steps per backend, the backends taking turns, "
              f"each in a process of its own; TF32 {'on' if tf32 else 'off'} for all (float32 matrix products and "
-             "convolutions). Step: median of all timed steps. Compile: the first "
+             f"convolutions){ONE_POOL_SAID if one_pool else ''}. Step: median of all timed steps. Compile: the first "
              "step's excess over it, cold (empty caches; for cuxla, lowering + XLA's compiles, summed: forward "
              "and backward compile at once) and warm (a second "
              "process, the first's caches; for cuxla, in brackets, its own part: loading lowerings and "
              "executables, the rest being Dynamo's and AOTAutograd's tracing). Peak: "
-             "PyTorch's and XLA's peak allocations, added. XLA calls: programs called a step, the host's time "
+             "PyTorch's and XLA's peak allocations, added (for cuxla with two pools an upper bound: the two may "
+             "peak at different moments). XLA calls: programs called a step, the host's time "
              "in those calls (handing tensors over, launching; XLA's device work runs on after) and, on a GPU, "
              "their time on the device (CUDA events on PyTorch's stream around each call); the rest of a step "
              "is PyTorch's (the optimizer, ops left to it) and the device waiting for the host.", "",
@@ -127,7 +132,7 @@ def write_train(rows: list[dict], card: str, rounds: int, steps: int, tf32: bool
     for ax, (title, key) in zip(axes, panels):
         for i, backend in enumerate(backends):
             by_model = {r["model"]: r for r in rows if r["backend"] == backend}
-            ax.bar([m + i * width for m in range(len(models))], [by_model[m][key] or 0 for m in models], width,
+            ax.bar([m + i * width for m in range(len(models))], [by_model.get(m, {}).get(key) or 0 for m in models], width,
                    label=backend)
         ax.set_xticks([m + width * (len(backends) - 1) / 2 for m in range(len(models))], models)
         ax.set_title(title)
@@ -135,7 +140,8 @@ def write_train(rows: list[dict], card: str, rounds: int, steps: int, tf32: bool
             ax.set_yscale("log")
         ax.legend(fontsize=8)
     fig.suptitle(f"Training with torch.compile backends, {card}{', TF32' if tf32 else ''}")
-    save(out_dir, "train-tf32" if tf32 else "train", card, rows, lines, fig)
+    save(out_dir, "train" + ("-tf32" if tf32 else "") + ("-one-pool" if one_pool else ""), card, rows, lines, fig,
+         quiet)
 
 
 def _cell(value, form: str) -> str:
