@@ -55,6 +55,8 @@ def main(argv: list[str] | None = None, prog: str = "cuxla") -> int:
                             "passes (more where float32 eager itself is as far from float64)")
     bench.add_argument("--tf32", action="store_true",
                        help="train: float32 matrix products in TF32 for every backend (default: full float32 for all)")
+    bench.add_argument("--size", choices=["tiny", "base"],
+                       help="train: the models' size (default: base on a GPU, tiny on the CPU)")
     bench.add_argument("--subset", choices=["ci"], help="models: ci = a few models, about 2 minutes on 2 cores")
     args = parser.parse_args(argv)
     try:

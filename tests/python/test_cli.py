@@ -113,7 +113,8 @@ def test_bench_commands_write_a_table_json_and_a_plot(tmp_path):
     # Small settings: the numbers are the GPU runs' business, the files are checked here.
     runs = {
         "handoff": ["--max-bytes", "4096", "--budget", "0.02"],
-        "train": ["--models", "mlp,gpt2", "--backends", "eager,cuxla", "--rounds", "2", "--steps", "2"],
+        "train": ["--models", "mlp,gpt2", "--backends", "eager,cuxla", "--rounds", "2", "--steps", "2",
+                  "--size", "tiny"],
         "scale": ["--models", "mlp", "--steps", "2"],
     }
     for what, options in runs.items():
@@ -132,7 +133,7 @@ def test_bench_commands_write_a_table_json_and_a_plot(tmp_path):
             assert [r["tokens_per_s"] > 0 for r in rows if r["model"] == "gpt2"] == [True, True]
     # TF32 for every backend: its own files, saying so.
     result = _run("bench", "train", "--tf32", "--models", "mlp", "--backends", "eager,cuxla", "--rounds", "1",
-                  "--steps", "1", "--out", str(tmp_path))
+                  "--steps", "1", "--size", "tiny", "--out", str(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "TF32 on for all" in (tmp_path / "train-tf32.md").read_text()
     assert "TF32 off for all" in (tmp_path / "train.md").read_text()

@@ -30,7 +30,7 @@ def main(args) -> int:
         return models(names, args.steps or 3, args.jobs, args.timeout, args.out, args.dropout, args.tolerance)
     if args.what == "train":
         return train((args.models or "bert,gpt2,llama").split(","), args.backends.split(","), args.rounds,
-                     args.steps or 4, args.out, args.tf32)
+                     args.steps or 4, args.out, args.tf32, args.size)
     if args.what == "memory":
         return memory((args.models or "op,bert,bert-dropout,batch").split(","), args.out)
     if args.what == "scale":

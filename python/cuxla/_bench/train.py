@@ -28,6 +28,7 @@ class _Child:
     ran in XLA."""
 
     def __init__(self, model: str, backend: str, size: str, precision: str, env: dict):
+        self.size = size
         self.process = subprocess.Popen(
             [sys.executable, "-m", "cuxla._bench.train_child", model, backend, size, precision],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
@@ -52,11 +53,12 @@ class _Child:
                            f"{self.process.wait()} (its error is above)")
 
 
-def train(models: list[str], backends: list[str], rounds: int, steps: int, out_dir: str, tf32: bool = False) -> int:
+def train(models: list[str], backends: list[str], rounds: int, steps: int, out_dir: str, tf32: bool = False,
+          size: str | None = None) -> int:
     import torch
 
     cuda = torch.cuda.is_available()
-    size = "base" if cuda else "tiny"
+    size = size or ("base" if cuda else "tiny")
     card = torch.cuda.get_device_name() if cuda else "CPU"
     one_pool = cuda and os.environ.get("CUXLA_ONE_POOL") == "1"  # the children's setting (train_child)
     print(f"cuxla bench train on {card}: {size} models, {rounds} rounds of {steps} AdamW steps per backend, "
@@ -99,7 +101,7 @@ def train(models: list[str], backends: list[str], rounds: int, steps: int, out_d
 def _row(model: str, backend: str, child: _Child, report: dict, step_s: float, warm: _Child | None) -> dict:
     tokens = child.started["tokens"]
     peak = report["peak_torch_gib"]
-    return {"model": model, "backend": backend, "step_ms": step_s * 1e3,
+    return {"model": model, "size": child.size, "backend": backend, "step_ms": step_s * 1e3,
             "tokens_per_s": tokens / step_s if tokens else None,
             "cold_compile_s": max(child.started["first_step_s"] - step_s, 0.0), "warm_compile_s": None if warm is None else max(warm.started["first_step_s"] - step_s, 0.0),
             # Of the warm compile, cuxla's (loading lowerings and executables); the rest is Dynamo's and AOTAutograd's.

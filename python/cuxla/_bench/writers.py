@@ -96,8 +96,9 @@ ONE_POOL_SAID = "; PyTorch allocating from XLA's memory pool in every process (C
 
 def write_train(rows: list[dict], card: str, rounds: int, steps: int, tf32: bool, one_pool: bool,
                 out_dir: pathlib.Path, quiet: bool = False) -> None:
-    lines = [f"Training on {card}: {rounds} rounds of {steps} AdamW steps per backend, the backends taking turns, "
-             f"each in a process of its own; TF32 {'on' if tf32 else 'off'} for all (float32 matrix products and "
+    sizes = " and ".join(dict.fromkeys(r["size"] for r in rows))
+    lines = [f"Training on {card}, {sizes} models: {rounds} rounds of {steps} AdamW steps per backend, the "
+             f"backends taking turns, each in a process of its own; TF32 {'on' if tf32 else 'off'} for all (float32 matrix products and "
              f"convolutions){ONE_POOL_SAID if one_pool else ''}. Step: median of all timed steps. Compile: the first "
              "step's excess over it, cold (empty caches; for cuxla, lowering + XLA's compiles, summed: forward "
              "and backward compile at once) and warm (a second "
