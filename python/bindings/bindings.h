@@ -11,6 +11,8 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <string>
@@ -37,6 +39,13 @@ inline nb::tuple Tuple(std::span<const int64_t> values) {
   nb::list list;
   for (int64_t v : values) list.append(v);
   return nb::tuple(list);
+}
+
+// A dict of named counts: the statistics the bindings give Python.
+inline nb::dict Counts(std::initializer_list<std::pair<const char*, uint64_t>> counts) {
+  nb::dict d;
+  for (const auto& [name, count] : counts) d[name] = count;
+  return d;
 }
 
 // numpy.dtype of a cuxla dtype (ml_dtypes registers bfloat16 and the float8s).

@@ -13,12 +13,8 @@ using namespace nb::literals;
 void RegisterCompileCache(nb::module_& m) {
   m.def("compile_cache_stats", [] {
     const pjrt::DiskCacheStats s = pjrt::GetDiskCacheStats();
-    nb::dict d;
-    d["hits"] = s.hits;
-    d["misses"] = s.misses;
-    d["stores"] = s.stores;
-    d["errors"] = s.errors;
-    d["evictions"] = s.evictions;
+    nb::dict d = Counts({{"hits", s.hits}, {"misses", s.misses}, {"stores", s.stores}, {"errors", s.errors},
+                         {"evictions", s.evictions}});
     d["dir"] = pjrt::DiskCacheDir();
     return d;
   }, "The on-disk compile cache's counts in this process (all clients), and its folder (None when off).");

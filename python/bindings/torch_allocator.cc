@@ -47,15 +47,10 @@ using namespace nb::literals;
 
 void RegisterTorchAllocator(nb::module_& m) {
   m.def("memory_pool_usage", [](int device) {
-    const pjrt::SharedPoolUsage usage = pjrt::GetSharedPoolUsage(device);
-    nb::dict d;
-    d["reserved_bytes"] = usage.reserved;
-    d["used_bytes"] = usage.used;
-    d["reserved_peak_bytes"] = usage.reserved_peak;
-    d["used_peak_bytes"] = usage.used_peak;
-    d["torch_bytes"] = usage.external;
-    d["torch_peak_bytes"] = usage.external_peak;
-    return d;
+    const pjrt::SharedPoolUsage u = pjrt::GetSharedPoolUsage(device);
+    return Counts({{"reserved_bytes", u.reserved}, {"used_bytes", u.used}, {"reserved_peak_bytes", u.reserved_peak},
+                   {"used_peak_bytes", u.used_peak}, {"torch_bytes", u.external},
+                   {"torch_peak_bytes", u.external_peak}});
   }, "device"_a, "CUDA device `device`'s default memory pool: bytes it holds and hands out, their peaks, and PyTorch's share through cuxla's allocator (and its peak).");
   m.def("keep_freed_memory_in_pool", &pjrt::KeepFreedMemoryInSharedPool, "device"_a,
         "Freed memory stays in the device's default pool for either runtime until trimmed.");
