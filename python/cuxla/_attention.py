@@ -277,13 +277,13 @@ def _jax_attention_backward(grad_out, query, key, value, bias, is_causal, scale,
     import jax
     import jax.numpy as jnp
 
-    if bias_needs_grad:
-        _, vjp = jax.vjp(lambda q, k, v, b: _jax_attention(q, k, v, b, is_causal, scale, dropout_p, seed)[0],
-                         query, key, value, bias)
-        return vjp(grad_out)
-    _, vjp = jax.vjp(lambda q, k, v: _jax_attention(q, k, v, bias, is_causal, scale, dropout_p, seed)[0],
-                     query, key, value)
-    return (*vjp(grad_out), jnp.zeros((0,), jnp.float32))
+    def output(q, k, v, b=bias):
+        return _jax_attention(q, k, v, b, is_causal, scale, dropout_p, seed)[0]
+
+    # The mask is differentiated only where its gradient is asked for.
+    _, vjp = jax.vjp(output, query, key, value, *([bias] if bias_needs_grad else []))
+    grads = vjp(grad_out)
+    return grads if bias_needs_grad else (*grads, jnp.zeros((0,), jnp.float32))
 
 
 LOWERINGS = {

@@ -103,7 +103,8 @@ def _row(model: str, backend: str, child: _Child, report: dict, step_s: float, w
     peak = report["peak_torch_gib"]
     return {"model": model, "size": child.size, "backend": backend, "step_ms": step_s * 1e3,
             "tokens_per_s": tokens / step_s if tokens else None,
-            "cold_compile_s": max(child.started["first_step_s"] - step_s, 0.0), "warm_compile_s": None if warm is None else max(warm.started["first_step_s"] - step_s, 0.0),
+            "cold_compile_s": max(child.started["first_step_s"] - step_s, 0.0),
+            "warm_compile_s": None if warm is None else max(warm.started["first_step_s"] - step_s, 0.0),
             # Of the warm compile, cuxla's (loading lowerings and executables); the rest is Dynamo's and AOTAutograd's.
             "warm_cuxla_s": None if warm is None else warm.started.get("cuxla_compile_s"),
             # Of the cold compile, cuxla's: lowering to StableHLO, and XLA compiling it.

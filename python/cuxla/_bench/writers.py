@@ -98,8 +98,9 @@ def write_train(rows: list[dict], card: str, rounds: int, steps: int, tf32: bool
                 out_dir: pathlib.Path, quiet: bool = False) -> None:
     sizes = " and ".join(dict.fromkeys(r["size"] for r in rows))
     lines = [f"Training on {card}, {sizes} models: {rounds} rounds of {steps} AdamW steps per backend, the "
-             f"backends taking turns, each in a process of its own; TF32 {'on' if tf32 else 'off'} for all (float32 matrix products and "
-             f"convolutions){ONE_POOL_SAID if one_pool else ''}. Step: median of all timed steps. Compile: the first "
+             f"backends taking turns, each in a process of its own; TF32 {'on' if tf32 else 'off'} for all "
+             f"(float32 matrix products and convolutions){ONE_POOL_SAID if one_pool else ''}. "
+             "Step: median of all timed steps. Compile: the first "
              "step's excess over it, cold (empty caches; for cuxla, lowering + XLA's compiles, summed: forward "
              "and backward compile at once) and warm (a second "
              "process, the first's caches; for cuxla, in brackets, its own part: loading lowerings and "
@@ -115,7 +116,7 @@ def write_train(rows: list[dict], card: str, rounds: int, steps: int, tf32: bool
     for r in rows:
         share = "-" if r["xla_op_share"] is None else f"{100 * r['xla_op_share']:.1f}%"
         split = "" if r["lowering_s"] is None else f" ({r['lowering_s']:.2f} + {r['xla_compile_s']:.2f})"
-        warm_split = "" if r.get("warm_cuxla_s") is None else f" ({r['warm_cuxla_s']:.2f})"
+        warm_split = "" if r["warm_cuxla_s"] is None else f" ({r['warm_cuxla_s']:.2f})"
         calls = ("-" if r["xla_calls_per_step"] is None
                  else f"{r['xla_calls_per_step']:.0f}, {r['host_ms_in_xla_calls_per_step']:.2f}, "
                       f"{_cell(r['device_ms_in_xla_per_step'], '.2f')}")
@@ -133,8 +134,8 @@ def write_train(rows: list[dict], card: str, rounds: int, steps: int, tf32: bool
     for ax, (title, key) in zip(axes, panels):
         for i, backend in enumerate(backends):
             by_model = {r["model"]: r for r in rows if r["backend"] == backend}
-            ax.bar([m + i * width for m in range(len(models))], [by_model.get(m, {}).get(key) or 0 for m in models], width,
-                   label=backend)
+            heights = [by_model.get(m, {}).get(key) or 0 for m in models]  # 0 where a run cut short has no row
+            ax.bar([m + i * width for m in range(len(models))], heights, width, label=backend)
         ax.set_xticks([m + width * (len(backends) - 1) / 2 for m in range(len(models))], models)
         ax.set_title(title)
         if key == "cold_compile_s":  # eager's is near 0, the compilers' tens of seconds
