@@ -121,13 +121,21 @@ def lowering_context(platform: str, mesh=None):
     `mesh` (a JAX AbstractMesh; default one device), with 64-bit types and
     matrix products at `matmul_precision(platform)`."""
     import jax
-    from jax.sharding import AbstractMesh
 
-    mesh = mesh if mesh is not None else AbstractMesh((1,), ("_",))
+    mesh = mesh if mesh is not None else abstract_mesh((1,), ("_",))
     x64 = jax.enable_x64(True) if hasattr(jax, "enable_x64") else jax.experimental.enable_x64()
     with (x64, jax.default_matmul_precision(matmul_precision(platform)), jax.sharding.use_abstract_mesh(mesh),
           jax.default_device(_LoweringOnlyDevice(platform))):
         yield
+
+
+def abstract_mesh(shape: tuple[int, ...], names: tuple[str, ...]):
+    """A device-free JAX mesh whose axes XLA's partitioner shards
+    automatically. Said explicitly: JAX 0.11's default is explicit sharding,
+    under which some ops (ragged_dot) refuse to lower."""
+    from jax.sharding import AbstractMesh, AxisType
+
+    return AbstractMesh(shape, names, axis_types=(AxisType.Auto,) * len(shape))
 
 
 # PyTorch's float32 matmul precisions as JAX names them: "high" allows TF32

@@ -40,6 +40,7 @@ from functorch.compile import make_boxed_func
 from torch._decomp import core_aten_decompositions
 from torch._functorch import config as functorch_config
 from torch._dynamo.backends.common import aot_autograd
+from torch._functorch.partitioners import default_partition
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupport
 
@@ -431,15 +432,12 @@ def _device_of(gm: torch.fx.GraphModule, inputs: Sequence[torch.Tensor]) -> torc
     return next((t.device for t in values if t.device.type != "cpu"), torch.device("cpu"))
 
 
-# The ATen ops that give their first argument's memory another shape: what
-# they make of a contiguous input is contiguous and starts where it does, so
-# XLA reads it in place. (A transposed or sliced view would be copied before
-# a program reads it: such outputs are better made by XLA, in one program.)
-_RESHAPING_OPS = {
-    torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default, torch.ops.aten.reshape.default,
-    torch.ops.aten.alias.default, torch.ops.aten.unsqueeze.default, torch.ops.aten.squeeze.dim,
-    torch.ops.aten.squeeze.dims,
-}
+def _is_view_op(target: Any) -> bool:
+    """Whether an ATen op returns a view of its first argument's memory."""
+    returns = getattr(getattr(target, "_schema", None), "returns", ())
+    alias = returns[0].alias_info if len(returns) == 1 else None
+    return alias is not None and not alias.is_write
+
 
 _FROM_PROGRAM = object()  # an output the XLA program makes
 
@@ -447,18 +445,22 @@ _FROM_PROGRAM = object()  # an output the XLA program makes
 def _views_of_inputs(gm: torch.fx.GraphModule, inputs: int) -> dict[int, tuple[int, tuple[int, ...] | None]]:
     """Output position -> (input position, shape) for the outputs that are
     one of the graph's first `inputs` inputs (shape None: the input itself),
-    or reshaping ops on one, both contiguous (that input viewed in that shape)."""
+    or views of one that are contiguous and start where it does (a reshape;
+    a transpose transposed back), which PyTorch makes by `view`. (A
+    transposed or sliced view would be copied before a program reads it:
+    such outputs are better made by XLA, in one program.)"""
     placeholders = {n: i for i, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder") if i < inputs}
     views = {}
     for position, made in enumerate(_output_args(gm)):
         node = made
-        while isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target in _RESHAPING_OPS:
+        while isinstance(node, torch.fx.Node) and node.op == "call_function" and _is_view_op(node.target):
             node = node.args[0]
         if node not in placeholders:
             continue
         if node is made:
             views[position] = (placeholders[node], None)
-        elif _contiguous(node) and _contiguous(made) and all(isinstance(d, int) for d in made.meta["val"].shape):
+        elif (_contiguous(node) and _contiguous(made) and all(isinstance(d, int) for d in made.meta["val"].shape)
+              and made.meta["val"].storage_offset() == node.meta["val"].storage_offset()):
             views[position] = (placeholders[node], tuple(made.meta["val"].shape))
     return views
 
@@ -613,8 +615,8 @@ def _partition_and_lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
     if not every_op:  # inputs handed back as outputs: nothing to run, nothing to report
         return gm
     supported = _Supported(ruled_out)
-    partitioner = CapabilityBasedPartitioner(_copy(gm), supported, allows_single_node_partition=True)
-    partitions = partitioner.propose_partitions()
+    # Proposing reads the graph; fusing (below) rewrites it, so it fuses a copy.
+    partitions = CapabilityBasedPartitioner(gm, supported, allows_single_node_partition=True).propose_partitions()
     in_xla = sum(1 for p in partitions for n in p.nodes if _is_aten_op(n))
     if in_xla == len(every_op) and len(partitions) == 1 and all(isinstance(v, torch.Tensor) for v in example_inputs):
         if_compile_fails = functools.partial(_compiled_again, gm, example_inputs, _epoch) if in_background else None
@@ -624,7 +626,8 @@ def _partition_and_lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
     if not partitions:
         _record(len(every_op), 0, supported.kept)
         return _reshapes_for_views(_copy(gm))
-    fused = partitioner.fuse_partitions(partitions)
+    partitioner = CapabilityBasedPartitioner(_copy(gm), supported, allows_single_node_partition=True)
+    fused = partitioner.fuse_partitions(partitioner.propose_partitions())
     for name, submodule in list(fused.named_children()):
         if not name.startswith("fused_"):
             continue
@@ -695,7 +698,64 @@ class _Runner(torch.nn.Module):
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
-_aot_backend = aot_autograd(fw_compiler=compile_graph, bw_compiler=compile_graph, decompositions=_decompositions())
+def _partition(joint: torch.fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int,
+               **options: Any) -> tuple[torch.fx.GraphModule, torch.fx.GraphModule]:
+    """AOTAutograd's default split of the joint graph into forward and
+    backward, but for what the forward saves as a view of one of its inputs
+    (a Linear's transposed weight) or of another tensor it saves: XLA would
+    write the view as a copy (a second copy of every weight), so the backward
+    makes the view again from the input or the tensor. Nothing is recomputed
+    but views: the backward computes from what the forward computed, bit for
+    bit."""
+    forward, backward = default_partition(joint, joint_inputs, num_fwd_outputs=num_fwd_outputs, **options)
+    returned = list(_output_args(forward))
+    made_in_forward = {n.name: n for n in forward.graph.nodes}
+    backward_inputs = {n.name: n for n in backward.graph.nodes if n.op == "placeholder"}
+    first_op = next(n for n in backward.graph.nodes if n.op != "placeholder")
+    for name, saved in list(backward_inputs.items()):
+        chain, base = _view_chain(made_in_forward.get(name))
+        if not chain or chain[0] not in returned[num_fwd_outputs:]:
+            continue
+        position = num_fwd_outputs + returned[num_fwd_outputs:].index(chain[0])
+        if base.name in backward_inputs:  # saved already: the view's entry goes
+            source = backward_inputs[base.name]
+            del returned[position]
+        elif base.op == "placeholder":  # the forward saves its input instead
+            source, returned[position] = saved, base
+            saved.meta = dict(base.meta)
+            backward_inputs[base.name] = saved
+        else:
+            continue
+        users, remade = list(saved.users), source
+        with backward.graph.inserting_before(first_op):
+            for view in reversed(chain):
+                remade = backward.graph.call_function(view.target, (remade, *view.args[1:]), view.kwargs)
+                remade.meta = dict(view.meta)
+        for user in users:
+            user.replace_input_with(saved, remade)
+        if source is not saved:
+            backward.graph.erase_node(saved)
+            del backward_inputs[name]
+    forward.graph.output_node().args = (tuple(returned),)
+    for module in (forward, backward):
+        module.graph.eliminate_dead_code()
+        module.recompile()
+    return forward, backward
+
+
+def _view_chain(node: torch.fx.Node | None) -> tuple[list[torch.fx.Node], torch.fx.Node | None]:
+    """The view ops that make `node` from a tensor, last first, and that
+    tensor (`node` and no ops where it is not a view)."""
+    chain = []
+    while (isinstance(node, torch.fx.Node) and node.op == "call_function" and _is_view_op(node.target)
+           and not any(isinstance(a, torch.fx.Node) for a in (*node.args[1:], *node.kwargs.values()))):
+        chain.append(node)
+        node = node.args[0]
+    return chain, node
+
+
+_aot_backend = aot_autograd(fw_compiler=compile_graph, bw_compiler=compile_graph, decompositions=_decompositions(),
+                            partition_fn=_partition)
 
 
 def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable:

@@ -32,7 +32,7 @@ class DataParallel:
     def __init__(self, model: torch.nn.Module, loss: Callable, mesh: _cuxla.Mesh, *, lr: float,
                  example_batch: Sequence[torch.Tensor], client: _cuxla.Client | None = None):
         import jax
-        from jax.sharding import AbstractMesh, NamedSharding, PartitionSpec
+        from jax.sharding import NamedSharding, PartitionSpec
 
         self.mesh = mesh
         self.names = [name for name, _ in model.named_parameters()]
@@ -64,7 +64,7 @@ class DataParallel:
             value, grads = jax.value_and_grad(loss_of)(jax_params, jax_buffers, jax_batch)
             return value, [p - lr * g for p, g in zip(jax_params, grads)]
 
-        abstract = AbstractMesh(tuple(mesh.shape), tuple(mesh.axis_names))
+        abstract = _torchax.abstract_mesh(tuple(mesh.shape), tuple(mesh.axis_names))
         replicated = NamedSharding(abstract, PartitionSpec())
         split = NamedSharding(abstract, PartitionSpec(mesh.axis_names[0]))
 

@@ -388,16 +388,37 @@ def test_inputs_saved_for_the_backward_are_the_inputs_not_copies(tdev):
     torch.testing.assert_close(x.grad, w.detach())
 
 
+def test_the_forward_saves_a_weight_not_a_copy_of_its_transpose(tdev):
+    # A Linear's backward reads its weight transposed. Saved from the forward,
+    # the transpose would be a copy that XLA writes (its outputs are buffers of
+    # their own): a second copy of every weight, whatever the batch. The
+    # backward transposes the weight itself instead.
+    x = torch.randn(4, 8, device=tdev, requires_grad=True)
+    w = torch.randn(16, 8, device=tdev, requires_grad=True)
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        torch.compile(lambda x, w: torch.nn.functional.linear(x, w).relu().sum(), backend="cuxla")(x, w).backward()
+    copies = [tuple(t.shape) for t in saved if t.untyped_storage().data_ptr() not in
+              (x.untyped_storage().data_ptr(), w.untyped_storage().data_ptr()) and t.numel() >= w.numel()]
+    assert not copies, f"saved tensors the size of the weight or more, not the inputs' memory: {copies}"
+    report = cuxla.dynamo.report()
+    assert report["xla_programs"] == 2 and report["xla_ops"] == report["aten_ops"], report
+    torch.testing.assert_close(w.grad, (x.detach() @ w.detach().t() > 0).float().t() @ x.detach())
+
+
 def test_inputs_reshaped_for_the_backward_are_views_not_copies(tdev):
-    # The forward saves its input reshaped (for the weight's gradient): a
-    # view of the input's memory, as in eager, not a copy written by XLA.
+    # The weight's gradient reads the input reshaped: the forward saves the
+    # input's own memory (the input, or a view of it), as eager does, not a
+    # copy written by XLA.
     x = torch.randn(2, 3, 8, device=tdev)
     w = torch.randn(8, 4, device=tdev, requires_grad=True)
     saved = []
     with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
         torch.compile(lambda x, w: (x.reshape(6, 8) @ w).sum(), backend="cuxla")(x, w).backward()
-    views = [t for t in saved if t.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()]
-    assert [tuple(t.shape) for t in views] == [(6, 8)], [(t.shape, t.data_ptr()) for t in saved]
+    x_memory = x.untyped_storage().data_ptr()
+    ours = [t for t in saved if t.untyped_storage().data_ptr() == x_memory]
+    copies = [tuple(t.shape) for t in saved if t.untyped_storage().data_ptr() != x_memory and t.numel() >= x.numel()]
+    assert ours and not copies, [(tuple(t.shape), t.data_ptr()) for t in saved]
     report = cuxla.dynamo.report()
     assert report["xla_ops"] == report["aten_ops"] > 0, report
     torch.testing.assert_close(w.grad, x.reshape(6, 8).sum(0)[:, None].expand(8, 4))
