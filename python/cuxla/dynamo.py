@@ -452,9 +452,7 @@ def _views_of_inputs(gm: torch.fx.GraphModule, inputs: int) -> dict[int, tuple[i
     placeholders = {n: i for i, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder") if i < inputs}
     views = {}
     for position, made in enumerate(_output_args(gm)):
-        node = made
-        while isinstance(node, torch.fx.Node) and node.op == "call_function" and _is_view_op(node.target):
-            node = node.args[0]
+        _, node = _view_chain(made)
         if node not in placeholders:
             continue
         if node is made:
