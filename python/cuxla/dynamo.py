@@ -36,6 +36,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 import torch.fx
+import torch.utils._pytree as pytree
 from functorch.compile import make_boxed_func
 from torch._decomp import core_aten_decompositions
 from torch._functorch import config as functorch_config
@@ -445,8 +446,8 @@ _FROM_PROGRAM = object()  # an output the XLA program makes
 def _views_of_inputs(gm: torch.fx.GraphModule, inputs: int) -> dict[int, tuple[int, tuple[int, ...] | None]]:
     """Output position -> (input position, shape) for the outputs that are
     one of the graph's first `inputs` inputs (shape None: the input itself),
-    or views of one that are contiguous and start where it does (a reshape;
-    a transpose transposed back), which PyTorch makes by `view`. (A
+    or views of all of one that are contiguous and start where it does (a
+    reshape; a transpose transposed back), which PyTorch makes by `view`. (A
     transposed or sliced view would be copied before a program reads it:
     such outputs are better made by XLA, in one program.)"""
     placeholders = {n: i for i, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder") if i < inputs}
@@ -458,7 +459,8 @@ def _views_of_inputs(gm: torch.fx.GraphModule, inputs: int) -> dict[int, tuple[i
         if node is made:
             views[position] = (placeholders[node], None)
         elif (_contiguous(node) and _contiguous(made) and all(isinstance(d, int) for d in made.meta["val"].shape)
-              and made.meta["val"].storage_offset() == node.meta["val"].storage_offset()):
+              and made.meta["val"].storage_offset() == node.meta["val"].storage_offset()
+              and made.meta["val"].numel() == node.meta["val"].numel()):
             views[position] = (placeholders[node], tuple(made.meta["val"].shape))
     return views
 
@@ -745,8 +747,10 @@ def _view_chain(node: torch.fx.Node | None) -> tuple[list[torch.fx.Node], torch.
     """The view ops that make `node` from a tensor, last first, and that
     tensor (`node` and no ops where it is not a view)."""
     chain = []
+    # Only views whose other arguments are constants: a symbolic size is a
+    # node of the graph it was made in.
     while (isinstance(node, torch.fx.Node) and node.op == "call_function" and _is_view_op(node.target)
-           and not any(isinstance(a, torch.fx.Node) for a in (*node.args[1:], *node.kwargs.values()))):
+           and not any(isinstance(a, torch.fx.Node) for a in pytree.tree_leaves((node.args[1:], node.kwargs)))):
         chain.append(node)
         node = node.args[0]
     return chain, node

@@ -424,6 +424,34 @@ def test_inputs_reshaped_for_the_backward_are_views_not_copies(tdev):
     torch.testing.assert_close(w.grad, x.reshape(6, 8).sum(0)[:, None].expand(8, 4))
 
 
+def test_a_slice_of_an_input_handed_back_is_that_slice(tdev):
+    # cat's backward hands each input its slice of the gradient: a view that
+    # starts where the gradient does but is not all of it.
+    x = torch.randn(2, 4, device=tdev, requires_grad=True)
+    z = torch.randn(3, 4, device=tdev, requires_grad=True)
+    weights = torch.arange(20.0, device=tdev).reshape(5, 4)
+    (torch.compile(lambda x, z: torch.cat([x, z]), backend="cuxla")(x, z) * weights).sum().backward()
+    torch.testing.assert_close(x.grad, weights[:2])
+    torch.testing.assert_close(z.grad, weights[2:])
+
+
+def test_a_linear_layer_trains_at_a_second_batch_size(tdev):
+    # A second batch size makes Dynamo's shapes symbolic: the saved views'
+    # sizes are then nodes of the forward graph, and the backward cannot make
+    # such a view again from its input.
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(8, 4).to(tdev)
+    compiled = torch.compile(layer, backend="cuxla")
+    for batch in (6, 5):
+        x = torch.randn(batch, 7, 8, device=tdev)
+        layer.zero_grad()
+        layer(x).square().sum().backward()
+        expected = layer.weight.grad.clone()
+        layer.zero_grad()
+        compiled(x).square().sum().backward()
+        torch.testing.assert_close(layer.weight.grad, expected)
+
+
 def test_as_strided_of_a_permuted_tensor_reads_its_storage(tdev):
     # as_strided indexes storage: on a transposed input it reads across the
     # transpose (Longformer's sliding windows do this).
