@@ -86,11 +86,13 @@ def train(models: list[str], backends: list[str], rounds: int, steps: int, out_d
                 report = child.ask("report")
                 child.close()
                 step_s = statistics.median(times[backend])
-                warm = None
+                warm = warm_report = None
                 if backend != "eager":  # a second process, from the caches the first left
                     warm = _Child(model, backend, size, precision, env)
+                    warm.ask(f"run {steps}")
+                    warm_report = warm.ask("report")
                     warm.close()
-                rows.append(_row(model, backend, child, report, step_s, warm))
+                rows.append(_row(model, backend, child, report, step_s, warm, warm_report))
                 _print_row(rows[-1])
                 # The files after each row: a run cut short leaves what it measured.
                 writers.write_train(rows, card, rounds, steps, tf32, one_pool, pathlib.Path(out_dir), quiet=True)
@@ -98,7 +100,15 @@ def train(models: list[str], backends: list[str], rounds: int, steps: int, out_d
     return 0
 
 
-def _row(model: str, backend: str, child: _Child, report: dict, step_s: float, warm: _Child | None) -> dict:
+def _peak_gib(report: dict | None) -> float | None:
+    """PyTorch's and XLA's peaks added (None on the CPU, or without a process)."""
+    if report is None or report["peak_torch_gib"] is None:
+        return None
+    return report["peak_torch_gib"] + report["peak_xla_gib"]
+
+
+def _row(model: str, backend: str, child: _Child, report: dict, step_s: float, warm: _Child | None,
+         warm_report: dict | None) -> dict:
     tokens = child.started["tokens"]
     peak = report["peak_torch_gib"]
     return {"model": model, "size": child.size, "backend": backend, "step_ms": step_s * 1e3,
@@ -109,8 +119,9 @@ def _row(model: str, backend: str, child: _Child, report: dict, step_s: float, w
             "warm_cuxla_s": None if warm is None else warm.started.get("cuxla_compile_s"),
             # Of the cold compile, cuxla's: lowering to StableHLO, and XLA compiling it.
             "lowering_s": report["lowering_s"], "xla_compile_s": report["xla_compile_s"],
-            "peak_gib": None if peak is None else peak + report["peak_xla_gib"],
-            "peak_torch_gib": peak, "peak_xla_gib": report["peak_xla_gib"],
+            "peak_gib": _peak_gib(report), "peak_torch_gib": peak, "peak_xla_gib": report["peak_xla_gib"],
+            # The warm process's: its programs loaded, not compiled (XLA's autotuning allocates as it compiles).
+            "warm_peak_gib": _peak_gib(warm_report),
             "xla_op_share": report["xla_ops"] / report["aten_ops"] if report.get("aten_ops") else None,
             "xla_programs": report["xla_programs"], "graphs": report["graphs"],
             "graph_breaks": report["graph_breaks"], "xla_calls_per_step": report["xla_calls_per_step"],
@@ -131,7 +142,8 @@ def _print_row(r: dict) -> None:
     if r["tokens_per_s"]:
         line += f"   {r['tokens_per_s']:,.0f} tokens/s"
     if r["peak_gib"] is not None:
-        line += f"   peak {r['peak_gib']:.2f} GiB (XLA {r['peak_xla_gib']:.2f})"
+        line += f"   peak {r['peak_gib']:.2f} GiB (XLA {r['peak_xla_gib']:.2f}"
+        line += ")" if r["warm_peak_gib"] is None else f"; warm process {r['warm_peak_gib']:.2f})"
     if r["xla_op_share"] is not None:
         line += (f"   in XLA {100 * r['xla_op_share']:.0f}% of ATen ops, {r['xla_calls_per_step']:.0f} calls a step "
                  f"taking the host {r['host_ms_in_xla_calls_per_step']:.2f} ms")

@@ -106,7 +106,8 @@ def write_train(rows: list[dict], card: str, rounds: int, steps: int, tf32: bool
              "process, the first's caches; for cuxla, in brackets, its own part: loading lowerings and "
              "executables, the rest being Dynamo's and AOTAutograd's tracing). Peak: "
              "PyTorch's and XLA's peak allocations, added (for cuxla with two pools an upper bound: the two may "
-             "peak at different moments). XLA calls: programs called a step, the host's time "
+             "peak at different moments), in brackets the warm process's over as many steps (programs loaded, "
+             "not compiled: XLA's autotuning allocates device memory as it compiles). XLA calls: programs called a step, the host's time "
              "in those calls (handing tensors over, launching; XLA's device work runs on after) and, on a GPU, "
              "their time on the device (CUDA events on PyTorch's stream around each call); the rest of a step "
              "is PyTorch's (the optimizer, ops left to it) and the device waiting for the host.", "",
@@ -117,11 +118,12 @@ def write_train(rows: list[dict], card: str, rounds: int, steps: int, tf32: bool
         share = "-" if r["xla_op_share"] is None else f"{100 * r['xla_op_share']:.1f}%"
         split = "" if r["lowering_s"] is None else f" ({r['lowering_s']:.2f} + {r['xla_compile_s']:.2f})"
         warm_split = "" if r["warm_cuxla_s"] is None else f" ({r['warm_cuxla_s']:.2f})"
+        warm_peak = "" if r.get("warm_peak_gib") is None else f" ({r['warm_peak_gib']:.2f})"
         calls = ("-" if r["xla_calls_per_step"] is None
                  else f"{r['xla_calls_per_step']:.0f}, {r['host_ms_in_xla_calls_per_step']:.2f}, "
                       f"{_cell(r['device_ms_in_xla_per_step'], '.2f')}")
         lines.append(f"| {r['model']} | {r['backend']} | {r['step_ms']:.2f} | {_cell(r['tokens_per_s'], ',.0f')} | "
-                     f"{_cell(r['peak_gib'], '.2f')} | {r['cold_compile_s']:.2f}{split} | "
+                     f"{_cell(r['peak_gib'], '.2f')}{warm_peak} | {r['cold_compile_s']:.2f}{split} | "
                      f"{_cell(r['warm_compile_s'], '.2f')}{warm_split} | "
                      f"{share} | {calls} | {r['graph_breaks']} | {r['first_loss']:.4f} -> {r['final_loss']:.4f} |")
     models = list(dict.fromkeys(r["model"] for r in rows))
