@@ -72,7 +72,7 @@ _RANDOM_TAG = torch.Tag.nondeterministic_seeded
 _lock = threading.Lock()
 _fallbacks: collections.Counter[tuple[str, str]] = collections.Counter()
 _STATS = {"graphs": 0, "xla_programs": 0, "aten_ops": 0, "xla_ops": 0, "lowerings_from_cache": 0, "lowering_s": 0.0,
-          "compile_s": 0.0, "program_calls": 0, "call_s": 0.0, "device_s": 0.0}
+          "compile_s": 0.0, "program_calls": 0, "call_s": 0.0, "device_s": 0.0, "largest_xla_scratch_bytes": 0}
 _stats = dict(_STATS)
 # (start, end) CUDA events of the calls timed on the device, not yet summed.
 _device_timings: collections.deque = collections.deque()
@@ -83,7 +83,8 @@ _epoch = 0  # reset_report()s so far: a share recorded before one is not taken b
 def report() -> dict[str, Any]:
     """What the backend did so far: graphs compiled, XLA programs made, ATen
     ops in those graphs and how many of them run in XLA, time spent lowering
-    and compiling, the programs' calls and the host's time in them (handing
+    and compiling, the largest scratch memory XLA planned for a program's
+    execution, the programs' calls and the host's time in them (handing
     over and launching; XLA's device work runs on after), their time on the
     device (under `time_on_device`), Dynamo's graph breaks (the model's
     Python cut between graphs, under any backend), and every op that runs in
@@ -353,12 +354,14 @@ def _compile_threads() -> concurrent.futures.ThreadPoolExecutor:
 
 
 def _xla_compile(program: str, platform: str, count: bool) -> "cuxla.Executable":
-    """XLA compiles the StableHLO (its time in the report unless `count` is False)."""
+    """XLA compiles the StableHLO (its time and scratch memory in the report unless `count` is False)."""
     start = time.perf_counter()
     executable = cuxla.compile(program, client=platform)
     if count:
+        scratch = (executable.memory_sizes() or {}).get("scratch", 0)
         with _lock:
             _stats["compile_s"] += time.perf_counter() - start
+            _stats["largest_xla_scratch_bytes"] = max(_stats["largest_xla_scratch_bytes"], scratch)
     return executable
 
 

@@ -211,6 +211,20 @@ Executable::Executable(std::shared_ptr<const ClientState> state, pjrt::LoadedExe
   if (!described) shape_.results.clear();
 }
 
+std::optional<Executable::MemorySizes> Executable::memory_sizes() const {
+  const pjrt::Api& api = state_->api();
+  if (!api.Has(&PJRT_Api::PJRT_Executable_GetCompiledMemoryStats)) return std::nullopt;
+  pjrt::ExecutablePtr executable(
+      CUXLA_PJRT_QUERY(api, PJRT_LoadedExecutable_GetExecutable, loaded_executable, loaded_.get()).executable,
+      pjrt::ExecutableDestroy{&api});
+  const auto stats = CUXLA_PJRT_QUERY(api, PJRT_Executable_GetCompiledMemoryStats, executable, executable.get());
+  return MemorySizes{.arguments = stats.argument_size_in_bytes,
+                     .outputs = stats.output_size_in_bytes,
+                     .aliased = stats.alias_size_in_bytes,
+                     .scratch = stats.temp_size_in_bytes,
+                     .code = stats.generated_code_size_in_bytes};
+}
+
 Executable::Call Executable::PreparePartitions(std::span<const std::vector<const Array*>> args) const {
   if (args.size() != devices_.size())
     throw Error(ErrorKind::kValue, "the program has " + std::to_string(devices_.size()) + " partitions, " +

@@ -59,6 +59,17 @@ class Executable {
   std::vector<Array> Run(const Call& call) const;
   std::vector<Array> Execute(std::span<const Array* const> args) const;
 
+  // XLA's device memory for one execution, as its compiler planned it.
+  struct MemorySizes {
+    int64_t arguments = 0;
+    int64_t outputs = 0;
+    int64_t aliased = 0;  // of the arguments, those reused as outputs
+    int64_t scratch = 0;  // XLA's temporaries, allocated for the execution
+    int64_t code = 0;
+  };
+  // nullopt where the plugin has no such entry.
+  std::optional<MemorySizes> memory_sizes() const;
+
   const std::string& name() const noexcept { return name_; }
   size_t num_outputs() const noexcept { return num_outputs_; }
   size_t num_partitions() const noexcept { return devices_.size(); }

@@ -59,3 +59,14 @@ func.func public @main(%x: tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32> {{
   return %r#1 : tensor<{n}x{n}xf32>
 }}
 """
+
+# (a a + a)(a a + a) of a 256 x 256 matrix: one temporary of the
+# argument's size, which the second product reads.
+SQUARED_SUM_256 = """
+func.func public @main(%a: tensor<256x256xf32>) -> tensor<256x256xf32> {
+  %b = stablehlo.dot_general %a, %a, contracting_dims = [1] x [0] : (tensor<256x256xf32>, tensor<256x256xf32>) -> tensor<256x256xf32>
+  %c = stablehlo.add %b, %a : tensor<256x256xf32>
+  %d = stablehlo.dot_general %c, %c, contracting_dims = [1] x [0] : (tensor<256x256xf32>, tensor<256x256xf32>) -> tensor<256x256xf32>
+  return %d : tensor<256x256xf32>
+}
+"""

@@ -130,7 +130,8 @@ def test_bench_commands_write_a_table_json_and_a_plot(tmp_path):
             assert cuxla_rows and all(r["warm_compile_s"] is not None and r["warm_cuxla_s"] is not None
                                       and r["xla_op_share"] == 1.0
                                       and r["xla_calls_per_step"] >= 1 and r["lowering_s"] > 0
-                                      and (r["warm_peak_gib"] is None) == (r["peak_gib"] is None) for r in cuxla_rows)
+                                      and (r["warm_peak_gib"] is None) == (r["peak_gib"] is None)
+                                      and r["largest_xla_scratch_gib"] > 0 for r in cuxla_rows)
             assert [r["tokens_per_s"] > 0 for r in rows if r["model"] == "gpt2"] == [True, True]
     # TF32 for every backend: its own files, saying so.
     result = _run("bench", "train", "--tf32", "--models", "mlp", "--backends", "eager,cuxla", "--rounds", "1",

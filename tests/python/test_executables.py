@@ -53,6 +53,14 @@ def test_executable_reports_outputs_and_device(client):
     assert executable.device == client.devices()[0]
 
 
+def test_memory_sizes_are_xlas_plan_for_one_execution(client):
+    sizes = cuxla.compile(programs.SQUARED_SUM_256, client=client).memory_sizes()
+    matrix = 256 * 256 * 4
+    assert sizes["arguments"] == sizes["outputs"] == matrix, sizes
+    assert sizes["scratch"] >= matrix, sizes  # a a + a, read by the second product
+    assert sizes["aliased"] == 0, sizes
+
+
 def test_same_program_is_compiled_once(client):
     first = cuxla.compile(programs.ADD_2x3, client=client)
     assert cuxla.compile(programs.ADD_2x3, client=client) is first
