@@ -246,10 +246,10 @@ def _fused_attention(query, key, value, bias, mask, is_causal, scale):
     import jax
     import jax.numpy as jnp
 
-    out, lse = jax.nn.dot_product_attention(_swap_sequence_and_heads(query), _swap_sequence_and_heads(key), _swap_sequence_and_heads(value),
-                                            bias=bias, mask=mask, scale=scale, is_causal=is_causal,
-                                            return_residual=True)
-    return _swap_sequence_and_heads(out), _swap_sequence_and_heads(lse).astype(jnp.float32)
+    swap = _swap_sequence_and_heads
+    out, lse = jax.nn.dot_product_attention(swap(query), swap(key), swap(value), bias=bias, mask=mask, scale=scale,
+                                            is_causal=is_causal, return_residual=True)
+    return swap(out), swap(lse).astype(jnp.float32)
 
 
 def _as_4d(bias):

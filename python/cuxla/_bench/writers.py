@@ -106,9 +106,10 @@ def write_train(rows: list[dict], card: str, rounds: int, steps: int, tf32: bool
              "process, the first's caches; for cuxla, in brackets, its own part: loading lowerings and "
              "executables, the rest being Dynamo's and AOTAutograd's tracing). Peak: "
              "PyTorch's and XLA's peak allocations, added (for cuxla with two pools an upper bound: the two may "
-             "peak at different moments), in brackets the warm process's over as many steps (programs loaded, "
-             "not compiled: XLA's autotuning allocates device memory as it compiles), and the largest scratch memory "
-             "XLA planned for one program's execution (its temporaries). XLA calls: programs called a step, the host's time "
+             "peak at different moments), in brackets the warm process's over as many steps (programs "
+             "loaded, not compiled: XLA's autotuning allocates device memory as it compiles), and the largest "
+             "scratch memory XLA planned for one program's execution (its temporaries). XLA calls: programs "
+             "called a step, the host's time "
              "in those calls (handing tensors over, launching; XLA's device work runs on after) and, on a GPU, "
              "their time on the device (CUDA events on PyTorch's stream around each call); the rest of a step "
              "is PyTorch's (the optimizer, ops left to it) and the device waiting for the host.", "",
