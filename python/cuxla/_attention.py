@@ -256,15 +256,20 @@ def _as_4d(bias):
     return None if bias is None else bias.reshape((1,) * (4 - bias.ndim) + bias.shape)
 
 
-def _jax_attention(query, key, value, bias, is_causal, scale, dropout_p=0.0, seed=None):
+def _float_bias_and_mask(bias):
+    """PyTorch's one attention mask as JAX takes it: (float bias, boolean mask), either None."""
     import jax.numpy as jnp
 
+    if bias is not None and bias.dtype == jnp.bool_:
+        return None, bias
+    return bias, None
+
+
+def _jax_attention(query, key, value, bias, is_causal, scale, dropout_p=0.0, seed=None):
     bias = _as_4d(bias)
     if dropout_p:
         return _jax_attention_with_dropout(query, key, value, bias, is_causal, scale, dropout_p, seed)
-    if bias is not None and bias.dtype == jnp.bool_:
-        return _fused_attention(query, key, value, None, bias, is_causal, scale)
-    return _fused_attention(query, key, value, bias, None, is_causal, scale)
+    return _fused_attention(query, key, value, *_float_bias_and_mask(bias), is_causal, scale)
 
 
 def _jax_attention_with_dropout(query, key, value, bias, is_causal, scale, dropout_p, seed):
@@ -332,8 +337,7 @@ def _backward_by_query_chunks(grad_out, query, key, value, bias, is_causal, scal
 
     batch, heads, queries, size = query.shape
     rows = queries // chunks
-    float_bias = bias if bias is not None and bias.dtype != jnp.bool_ else None
-    mask = bias if bias is not None and bias.dtype == jnp.bool_ else None
+    float_bias, mask = _float_bias_and_mask(bias)
     if is_causal:  # PyTorch's causal mask, which a chunk of queries takes its rows of
         causal = jnp.tril(jnp.ones((queries, key.shape[2]), jnp.bool_))[None, None]
         mask = causal if mask is None else mask & causal

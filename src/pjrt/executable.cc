@@ -217,7 +217,15 @@ std::optional<Executable::MemorySizes> Executable::memory_sizes() const {
   pjrt::ExecutablePtr executable(
       CUXLA_PJRT_QUERY(api, PJRT_LoadedExecutable_GetExecutable, loaded_executable, loaded_.get()).executable,
       pjrt::ExecutableDestroy{&api});
-  const auto stats = CUXLA_PJRT_QUERY(api, PJRT_Executable_GetCompiledMemoryStats, executable, executable.get());
+  // Statistics, not results: a plugin that answers with an error (one that
+  // does not implement them) says nothing, and the caller's work goes on.
+  auto stats = CUXLA_PJRT_ARGS(PJRT_Executable_GetCompiledMemoryStats_Args);
+  stats.executable = executable.get();
+  if (PJRT_Error* error = api.Get(&PJRT_Api::PJRT_Executable_GetCompiledMemoryStats,
+                                  "PJRT_Executable_GetCompiledMemoryStats")(&stats)) {
+    pjrt::Discard(&api, error);
+    return std::nullopt;
+  }
   return MemorySizes{.arguments = stats.argument_size_in_bytes,
                      .outputs = stats.output_size_in_bytes,
                      .aliased = stats.alias_size_in_bytes,

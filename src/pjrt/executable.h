@@ -67,7 +67,7 @@ class Executable {
     int64_t scratch = 0;  // XLA's temporaries, allocated for the execution
     int64_t code = 0;
   };
-  // nullopt where the plugin has no such entry.
+  // nullopt where the plugin has no such entry or answers it with an error.
   std::optional<MemorySizes> memory_sizes() const;
 
   const std::string& name() const noexcept { return name_; }

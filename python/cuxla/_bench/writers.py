@@ -120,14 +120,14 @@ def write_train(rows: list[dict], card: str, rounds: int, steps: int, tf32: bool
         share = "-" if r["xla_op_share"] is None else f"{100 * r['xla_op_share']:.1f}%"
         split = "" if r["lowering_s"] is None else f" ({r['lowering_s']:.2f} + {r['xla_compile_s']:.2f})"
         warm_split = "" if r["warm_cuxla_s"] is None else f" ({r['warm_cuxla_s']:.2f})"
-        warm_peak = "" if r.get("warm_peak_gib") is None else f" ({r['warm_peak_gib']:.2f})"
+        peak_detail = "" if r.get("warm_peak_gib") is None else f" ({r['warm_peak_gib']:.2f})"
         if r.get("largest_xla_scratch_gib") is not None:
-            warm_peak += f"; scratch {r['largest_xla_scratch_gib']:.2f}"
+            peak_detail += f"; scratch {r['largest_xla_scratch_gib']:.2f}"
         calls = ("-" if r["xla_calls_per_step"] is None
                  else f"{r['xla_calls_per_step']:.0f}, {r['host_ms_in_xla_calls_per_step']:.2f}, "
                       f"{_cell(r['device_ms_in_xla_per_step'], '.2f')}")
         lines.append(f"| {r['model']} | {r['backend']} | {r['step_ms']:.2f} | {_cell(r['tokens_per_s'], ',.0f')} | "
-                     f"{_cell(r['peak_gib'], '.2f')}{warm_peak} | {r['cold_compile_s']:.2f}{split} | "
+                     f"{_cell(r['peak_gib'], '.2f')}{peak_detail} | {r['cold_compile_s']:.2f}{split} | "
                      f"{_cell(r['warm_compile_s'], '.2f')}{warm_split} | "
                      f"{share} | {calls} | {r['graph_breaks']} | {r['first_loss']:.4f} -> {r['final_loss']:.4f} |")
     models = list(dict.fromkeys(r["model"] for r in rows))
