@@ -233,43 +233,24 @@ DECOMPOSITIONS = {
 """ATen attention kernel -> its rewrite to the pair, for AOTAutograd's decomposition table."""
 
 
-def _swap_sequence_and_heads(x):
-    """(B, N, T, H) <-> (B, T, N, H): PyTorch's layout of attention's tensors and JAX's."""
-    import jax.numpy as jnp
-
-    return jnp.swapaxes(x, 1, 2)
-
-
-def _fused_attention(query, key, value, bias, mask, is_causal, scale):
-    """(output, log-sum-exp) by `jax.nn.dot_product_attention`, in PyTorch's
-    layout: `bias` a float mask or None, `mask` a boolean one or None."""
+def _jax_attention(query, key, value, bias, is_causal, scale, dropout_p=0.0, seed=None):
     import jax
     import jax.numpy as jnp
 
-    swap = _swap_sequence_and_heads
-    out, lse = jax.nn.dot_product_attention(swap(query), swap(key), swap(value), bias=bias, mask=mask, scale=scale,
-                                            is_causal=is_causal, return_residual=True)
-    return swap(out), swap(lse).astype(jnp.float32)
+    def heads_second(x):  # (B, N, T, H) <-> (B, T, N, H), PyTorch's and JAX's layouts
+        return jnp.swapaxes(x, 1, 2)
 
-
-def _as_4d(bias):
-    return None if bias is None else bias.reshape((1,) * (4 - bias.ndim) + bias.shape)
-
-
-def _float_bias_and_mask(bias):
-    """PyTorch's one attention mask as JAX takes it: (float bias, boolean mask), either None."""
-    import jax.numpy as jnp
-
-    if bias is not None and bias.dtype == jnp.bool_:
-        return None, bias
-    return bias, None
-
-
-def _jax_attention(query, key, value, bias, is_causal, scale, dropout_p=0.0, seed=None):
-    bias = _as_4d(bias)
+    if bias is not None:
+        bias = bias.reshape((1,) * (4 - bias.ndim) + bias.shape)
     if dropout_p:
         return _jax_attention_with_dropout(query, key, value, bias, is_causal, scale, dropout_p, seed)
-    return _fused_attention(query, key, value, *_float_bias_and_mask(bias), is_causal, scale)
+    mask = None
+    if bias is not None and bias.dtype == jnp.bool_:
+        mask, bias = bias, None
+    out, lse = jax.nn.dot_product_attention(heads_second(query), heads_second(key), heads_second(value),
+                                            bias=bias, mask=mask, scale=scale, is_causal=is_causal,
+                                            return_residual=True)
+    return heads_second(out), heads_second(lse).astype(jnp.float32)
 
 
 def _jax_attention_with_dropout(query, key, value, bias, is_causal, scale, dropout_p, seed):
@@ -291,33 +272,10 @@ def _jax_attention_with_dropout(query, key, value, bias, is_causal, scale, dropo
     return out.astype(query.dtype), lse
 
 
-QUERY_CHUNK_SCORES_BYTES = 64 << 20
-"""The backward recomputes attention's scores (float32, batch x heads x
-queries x keys) and keeps about six arrays of their size live at once: past
-this size a chunk's scores, it goes through the queries a chunk at a time."""
-
-
-def _query_chunks(query_shape, keys: int) -> int:
-    """How many chunks the backward splits the queries into: halving them
-    while a chunk's scores are past QUERY_CHUNK_SCORES_BYTES and they halve evenly."""
-    batch, heads, queries, _ = query_shape
-    scores = batch * heads * queries * keys * 4
-    chunks = 1
-    while scores // chunks > QUERY_CHUNK_SCORES_BYTES and queries % (2 * chunks) == 0:
-        chunks *= 2
-    return chunks
-
-
 def _jax_attention_backward(grad_out, query, key, value, bias, is_causal, scale, dropout_p=0.0, seed=None,
                             bias_needs_grad=False):
     import jax
     import jax.numpy as jnp
-
-    no_bias_gradient = jnp.zeros((0,), jnp.float32)
-    chunks = 1 if dropout_p or bias_needs_grad else _query_chunks(query.shape, key.shape[2])
-    if chunks > 1:
-        return (*_backward_by_query_chunks(grad_out, query, key, value, _as_4d(bias), is_causal, scale, chunks),
-                no_bias_gradient)
 
     def output(q, k, v, b=bias):
         return _jax_attention(q, k, v, b, is_causal, scale, dropout_p, seed)[0]
@@ -325,43 +283,7 @@ def _jax_attention_backward(grad_out, query, key, value, bias, is_causal, scale,
     # The mask is differentiated only where its gradient is asked for.
     _, vjp = jax.vjp(output, query, key, value, *([bias] if bias_needs_grad else []))
     grads = vjp(grad_out)
-    return grads if bias_needs_grad else (*grads, no_bias_gradient)
-
-
-def _backward_by_query_chunks(grad_out, query, key, value, bias, is_causal, scale, chunks):
-    """The gradients of query, key and value, the queries taken `chunks` at a
-    time in a loop (each chunk attends to every key: its softmax is the whole
-    one's rows), so that one chunk's scores are live at once, not all of them."""
-    import jax
-    import jax.numpy as jnp
-
-    batch, heads, queries, size = query.shape
-    rows = queries // chunks
-    float_bias, mask = _float_bias_and_mask(bias)
-    if is_causal:  # PyTorch's causal mask, which a chunk of queries takes its rows of
-        causal = jnp.tril(jnp.ones((queries, key.shape[2]), jnp.bool_))[None, None]
-        mask = causal if mask is None else mask & causal
-
-    def by_chunk(x):
-        """(B, N, T, ...) -> (chunks, B, N, T / chunks, ...); a mask the same for every query: as it is."""
-        if x is None or x.shape[2] == 1:
-            return None
-        return jnp.moveaxis(x.reshape(*x.shape[:2], chunks, rows, *x.shape[3:]), 2, 0)
-
-    def chunk(carry, xs):
-        grad_key, grad_value = carry
-        q, g, bias_rows, mask_rows = xs
-        b = float_bias if bias_rows is None else bias_rows
-        m = mask if mask_rows is None else mask_rows
-        _, vjp = jax.vjp(lambda q, k, v: _fused_attention(q, k, v, b, m, False, scale)[0], q, key, value)
-        grad_q, grad_k, grad_v = vjp(g)
-        return (grad_key + grad_k.astype(jnp.float32), grad_value + grad_v.astype(jnp.float32)), grad_q
-
-    start = (jnp.zeros(key.shape, jnp.float32), jnp.zeros(value.shape, jnp.float32))
-    (grad_key, grad_value), grad_query = jax.lax.scan(
-        chunk, start, (by_chunk(query), by_chunk(grad_out), by_chunk(float_bias), by_chunk(mask)))
-    grad_query = jnp.moveaxis(grad_query, 0, 2).reshape(batch, heads, queries, size)
-    return grad_query, grad_key.astype(key.dtype), grad_value.astype(value.dtype)
+    return grads if bias_needs_grad else (*grads, jnp.zeros((0,), jnp.float32))
 
 
 LOWERINGS = {
