@@ -71,19 +71,23 @@ _RANDOM_TAG = torch.Tag.nondeterministic_seeded
 
 _lock = threading.Lock()
 _fallbacks: collections.Counter[tuple[str, str]] = collections.Counter()
-_STATS = {"graphs": 0, "xla_programs": 0, "aten_ops": 0, "xla_ops": 0, "lowerings_from_cache": 0, "lowering_s": 0.0,
-          "compile_s": 0.0, "program_calls": 0, "call_s": 0.0, "device_s": 0.0, "largest_xla_scratch_bytes": 0}
+_STATS = {"graphs": 0, "xla_programs": 0, "aten_ops": 0, "xla_ops": 0, "lowerings_from_cache": 0,
+          "aot_autograd_s": 0.0, "lowering_s": 0.0, "compile_s": 0.0, "program_calls": 0, "call_s": 0.0,
+          "device_s": 0.0, "largest_xla_scratch_bytes": 0}
 _stats = dict(_STATS)
 # (start, end) CUDA events of the calls timed on the device, not yet summed.
 _device_timings: collections.deque = collections.deque()
 _summing_lock = threading.Lock()
 _epoch = 0  # reset_report()s so far: a share recorded before one is not taken back after it
+# This thread's seconds in cuxla's graph compiler, which AOTAutograd's own time leaves out.
+_in_compiler = threading.local()
 
 
 def report() -> dict[str, Any]:
     """What the backend did so far: graphs compiled, XLA programs made, ATen
-    ops in those graphs and how many of them run in XLA, time spent lowering
-    and compiling, the largest scratch memory XLA planned for a program's
+    ops in those graphs and how many of them run in XLA, AOTAutograd's time
+    (tracing the forward and backward, decomposing, partitioning), cuxla's
+    time lowering and XLA's compiling, the largest scratch memory XLA planned for a program's
     execution, the programs' calls and the host's time in them (handing
     over and launching; XLA's device work runs on after), their time on the
     device (under `time_on_device`), Dynamo's graph breaks (the model's
@@ -505,7 +509,11 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Ca
     lowers, XLA programs and eager PyTorch otherwise, eager PyTorch when
     nothing lowers; called with boxed arguments (one list). Never raises for
     a graph it cannot lower: that graph runs in PyTorch, reported."""
-    return make_boxed_func(_compile_graph(gm, example_inputs))
+    start = time.perf_counter()
+    try:
+        return make_boxed_func(_compile_graph(gm, example_inputs))
+    finally:
+        _in_compiler.s = getattr(_in_compiler, "s", 0.0) + time.perf_counter() - start
 
 
 def _compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
@@ -769,5 +777,11 @@ def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable
     # A PyTorch without this setting compiles the backward at its first call.
     early = {"force_non_lazy_backward_lowering": compile_backward_with_forward} \
         if hasattr(functorch_config, "force_non_lazy_backward_lowering") else {}
-    with functorch_config.patch(early):
-        return _aot_backend(gm, example_inputs)
+    start, in_compiler = time.perf_counter(), getattr(_in_compiler, "s", 0.0)
+    try:
+        with functorch_config.patch(early):
+            return _aot_backend(gm, example_inputs)
+    finally:
+        aot_s = time.perf_counter() - start - (getattr(_in_compiler, "s", 0.0) - in_compiler)
+        with _lock:
+            _stats["aot_autograd_s"] += aot_s

@@ -128,6 +128,7 @@ def test_bench_commands_write_a_table_json_and_a_plot(tmp_path):
         if what == "train":  # the compiled backend's warm second process, tokens and XLA's share ran
             cuxla_rows = [r for r in rows if r["backend"] == "cuxla"]
             assert cuxla_rows and all(r["warm_compile_s"] is not None and r["warm_cuxla_s"] is not None
+                                      and 0 < r["warm_aot_autograd_s"] < r["warm_compile_s"]
                                       and r["xla_op_share"] == 1.0
                                       and r["xla_calls_per_step"] >= 1 and r["lowering_s"] > 0
                                       and (r["warm_peak_gib"] is None) == (r["peak_gib"] is None)

@@ -342,6 +342,19 @@ def test_programs_are_timed_on_the_device_when_asked(tdev, monkeypatch):
         assert report["device_s"] == 0.0, report  # CUDA's events time GPUs only
 
 
+def test_aot_autograds_compile_time_leaves_cuxlas_compiler_out(tdev, monkeypatch):
+    # cuxla's compiler made a second slower per graph: AOTAutograd's share
+    # of the compile (tracing, decomposing, partitioning) does not grow by it.
+    compile_graph = cuxla.dynamo._compile_graph
+    monkeypatch.setattr(cuxla.dynamo, "_compile_graph", lambda *args: time.sleep(1.0) or compile_graph(*args))
+    start = time.perf_counter()
+    _models.train(_models.mlp(tdev), 1, compile_backend="cuxla")
+    wall = time.perf_counter() - start
+    report = cuxla.dynamo.report()
+    assert report["graphs"] == 2, report  # forward and backward, each a second in cuxla's compiler
+    assert 0 < report["aot_autograd_s"] < wall - 2.0, (report["aot_autograd_s"], wall)
+
+
 def test_training_steps_copy_nothing_between_host_and_device(tdev):
     if tdev != "cuda":
         pytest.skip("host <-> device copies exist on CUDA only")

@@ -115,7 +115,9 @@ def _row(model: str, backend: str, child: _Child, report: dict, step_s: float, w
             "tokens_per_s": tokens / step_s if tokens else None,
             "cold_compile_s": max(child.started["first_step_s"] - step_s, 0.0),
             "warm_compile_s": None if warm is None else max(warm.started["first_step_s"] - step_s, 0.0),
-            # Of the warm compile, cuxla's (loading lowerings and executables); the rest is Dynamo's and AOTAutograd's.
+            # Of the warm compile, AOTAutograd's (tracing, partitioning) and cuxla's (loading lowerings and
+            # executables); the rest is Dynamo's.
+            "warm_aot_autograd_s": None if warm is None else warm.started.get("aot_autograd_s"),
             "warm_cuxla_s": None if warm is None else warm.started.get("cuxla_compile_s"),
             # Of the cold compile, cuxla's: lowering to StableHLO, and XLA compiling it.
             "lowering_s": report["lowering_s"], "xla_compile_s": report["xla_compile_s"],
@@ -140,7 +142,7 @@ def _print_row(r: dict) -> None:
     if r["warm_compile_s"] is not None:
         line += f", warm {r['warm_compile_s']:6.2f} s"
         if r["warm_cuxla_s"] is not None:
-            line += f" (cuxla's {r['warm_cuxla_s']:.2f})"
+            line += f" (AOTAutograd {r['warm_aot_autograd_s']:.2f}, cuxla's {r['warm_cuxla_s']:.2f})"
     if r["tokens_per_s"]:
         line += f"   {r['tokens_per_s']:,.0f} tokens/s"
     if r["peak_gib"] is not None:

@@ -56,9 +56,10 @@ def main(model_name: str, backend: str, size: str, precision: str) -> int:
     calls_before = _xla_calls(backend)  # the steps after the first: what one step costs
     timed_steps = 0
     first = {"first_step_s": first_s, "loss": loss, "tokens": workload.tokens}
-    if backend == "cuxla":  # of the first step, cuxla's own: lowering (or loading it) and XLA's compiles (or loads)
+    if backend == "cuxla":  # of the first step: cuxla's lowering and XLA's compiles (or their loads), AOTAutograd's
         report = cuxla.dynamo.report()
         first["cuxla_compile_s"] = report["lowering_s"] + report["compile_s"]
+        first["aot_autograd_s"] = report["aot_autograd_s"]
     _answer(first)
     for line in sys.stdin:
         command, *argument = line.split()

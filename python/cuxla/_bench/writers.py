@@ -103,8 +103,9 @@ def write_train(rows: list[dict], card: str, rounds: int, steps: int, tf32: bool
              "Step: median of all timed steps. Compile: the first "
              "step's excess over it, cold (empty caches; for cuxla, lowering + XLA's compiles, summed: forward "
              "and backward compile at once) and warm (a second "
-             "process, the first's caches; for cuxla, in brackets, its own part: loading lowerings and "
-             "executables, the rest being Dynamo's and AOTAutograd's tracing). Peak: "
+             "process, the first's caches; for cuxla, in brackets, AOTAutograd's part (tracing the forward and "
+             "backward, partitioning) and cuxla's own (loading lowerings and executables), the rest being "
+             "Dynamo's). Peak: "
              "PyTorch's and XLA's peak allocations, added (for cuxla with two pools an upper bound: the two may "
              "peak at different moments), in brackets the warm process's over as many steps (programs "
              "loaded, not compiled: XLA's autotuning allocates device memory as it compiles), and the largest "
@@ -119,7 +120,8 @@ def write_train(rows: list[dict], card: str, rounds: int, steps: int, tf32: bool
     for r in rows:
         share = "-" if r["xla_op_share"] is None else f"{100 * r['xla_op_share']:.1f}%"
         split = "" if r["lowering_s"] is None else f" ({r['lowering_s']:.2f} + {r['xla_compile_s']:.2f})"
-        warm_split = "" if r["warm_cuxla_s"] is None else f" ({r['warm_cuxla_s']:.2f})"
+        warm_split = "" if r["warm_cuxla_s"] is None else \
+            f" ({r['warm_aot_autograd_s']:.2f} + {r['warm_cuxla_s']:.2f})"
         peak_detail = "" if r.get("warm_peak_gib") is None else f" ({r['warm_peak_gib']:.2f})"
         if r.get("largest_xla_scratch_gib") is not None:
             peak_detail += f"; scratch {r['largest_xla_scratch_gib']:.2f}"
