@@ -46,6 +46,14 @@ def torch_max_memory_allocated(device: Any = None) -> int:
     return torch.cuda.max_memory_allocated(device)
 
 
+def xla_max_memory_allocated() -> int:
+    """XLA's peak bytes in use on the CUDA client's device (its allocator's statistics)."""
+    from . import _client
+
+    stats = _client.client_for_platform("cuda").memory_stats() or {}
+    return stats.get("peak_bytes_in_use") or 0
+
+
 def reset_torch_peak_memory_stats(device: Any = None) -> None:
     """`torch.cuda.reset_peak_memory_stats` (under use_xla_allocator(), the pool's peaks too)."""
     if _whole_process:

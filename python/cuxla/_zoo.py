@@ -352,7 +352,7 @@ def run(name: str, steps: int = 3, device: str = "cpu", tolerance: float = 1e-4,
         # The first step's extra time over a later one: tracing, partitioning, lowering, compiling.
         compile_s=max(times[0] - steady, 0.0),
         peak_mib_cuxla=_torch_memory.torch_max_memory_allocated() / 2**20 if cuda else None,
-        peak_mib_xla=_xla_peak_mib() if cuda else None,
+        peak_mib_xla=_torch_memory.xla_max_memory_allocated() / 2**20 if cuda else None,
         # Training like eager with nothing in XLA is eager's pass, not cuxla's.
         verdict="wrong result" if wrong else "pass" if row["xla_ops"] else "eager only", detail=detail,
         seconds=time.perf_counter() - start)
@@ -364,13 +364,6 @@ def _loss_difference(expected: list[float], got: list[float]) -> float:
     """The largest relative difference of two runs' losses, step by step."""
     return max(abs(a - b) / max(abs(a), 1e-12) if math.isfinite(a) and math.isfinite(b) else math.inf
                for a, b in zip(expected, got))
-
-
-def _xla_peak_mib() -> float:
-    import cuxla
-
-    stats = cuxla._client.client_for_platform("cuda").memory_stats() or {}
-    return (stats.get("peak_bytes_in_use") or 0) / 2**20
 
 
 def _version() -> str:

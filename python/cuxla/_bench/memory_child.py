@@ -40,7 +40,7 @@ def _emit(**row) -> None:
 def _training_peak(setting: str, name: str, workload, steps: int = 5) -> None:
     """Device memory in use as the user sees it (mem_get_info, after each
     step: caches keep what a step took), over what was in use before."""
-    from .. import _models, _torch_memory, _zoo
+    from .. import _models, _torch_memory
 
     # PyTorch's statistics through _torch_memory: on one pool PyTorch keeps none.
     base, torch_base = _device_used(), _torch_memory.torch_memory_allocated()
@@ -57,7 +57,7 @@ def _training_peak(setting: str, name: str, workload, steps: int = 5) -> None:
     # pool's bound is measured against (one pool within 5% of the larger of
     # eager's peak and XLA's own).
     own = {"torch_peak_gib": (_torch_memory.torch_max_memory_allocated() - torch_base) / 2**30,
-           "xla_peak_gib": _zoo._xla_peak_mib() / 2**10} if setting == "two_pools" else {}
+           "xla_peak_gib": _torch_memory.xla_max_memory_allocated() / 2**30} if setting == "two_pools" else {}
     _emit(setting=setting, measure=name, peak_gib=peak / 2**30, step_ms=statistics.median(times[1:]) * 1e3,
           loss=loss.item(), **own)
 

@@ -89,11 +89,9 @@ def _report(backend: str, cuda: bool, calls_before: tuple[int, float, float], ti
     calls and compile cost, over the steps timed after the first."""
     import cuxla.dynamo
 
-    from .. import _zoo
-
     report = cuxla.dynamo.report()
     row = {"peak_torch_gib": _torch_memory.torch_max_memory_allocated() / 2**30 if cuda else None,
-           "peak_xla_gib": _zoo._xla_peak_mib() / 2**10 if cuda and backend == "cuxla" else 0.0,
+           "peak_xla_gib": _torch_memory.xla_max_memory_allocated() / 2**30 if cuda and backend == "cuxla" else 0.0,
            "graph_breaks": report["graph_breaks"]}
     if backend != "cuxla":
         return {**row, **dict.fromkeys(("graphs", "xla_programs", "aten_ops", "xla_ops", "lowering_s",
