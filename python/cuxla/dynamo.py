@@ -79,16 +79,22 @@ _stats = dict(_STATS)
 _device_timings: collections.deque = collections.deque()
 _summing_lock = threading.Lock()
 _epoch = 0  # reset_report()s so far: a share recorded before one is not taken back after it
-# This thread's seconds in cuxla's graph compiler, which AOTAutograd's own time leaves out.
-_in_compiler = threading.local()
+
+
+class _CompilerTime(threading.local):
+    """This thread's seconds in cuxla's graph compiler, which AOTAutograd's own time leaves out."""
+    seconds = 0.0
+
+
+_in_compiler = _CompilerTime()
 
 
 def report() -> dict[str, Any]:
     """What the backend did so far: graphs compiled, XLA programs made, ATen
     ops in those graphs and how many of them run in XLA, AOTAutograd's time
     (tracing the forward and backward, decomposing, partitioning), cuxla's
-    time lowering and XLA's compiling, the largest scratch memory XLA planned for a program's
-    execution, the programs' calls and the host's time in them (handing
+    time lowering and XLA's compiling, the largest scratch memory XLA
+    planned for a program's execution, the programs' calls and the host's time in them (handing
     over and launching; XLA's device work runs on after), their time on the
     device (under `time_on_device`), Dynamo's graph breaks (the model's
     Python cut between graphs, under any backend), and every op that runs in
@@ -513,7 +519,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Ca
     try:
         return make_boxed_func(_compile_graph(gm, example_inputs))
     finally:
-        _in_compiler.s = getattr(_in_compiler, "s", 0.0) + time.perf_counter() - start
+        _in_compiler.seconds += time.perf_counter() - start
 
 
 def _compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
@@ -777,11 +783,11 @@ def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable
     # A PyTorch without this setting compiles the backward at its first call.
     early = {"force_non_lazy_backward_lowering": compile_backward_with_forward} \
         if hasattr(functorch_config, "force_non_lazy_backward_lowering") else {}
-    start, in_compiler = time.perf_counter(), getattr(_in_compiler, "s", 0.0)
+    start, in_compiler = time.perf_counter(), _in_compiler.seconds
     try:
         with functorch_config.patch(early):
             return _aot_backend(gm, example_inputs)
     finally:
-        aot_s = time.perf_counter() - start - (getattr(_in_compiler, "s", 0.0) - in_compiler)
+        aot_s = time.perf_counter() - start - (_in_compiler.seconds - in_compiler)
         with _lock:
             _stats["aot_autograd_s"] += aot_s

@@ -87,15 +87,20 @@ pjrt::LoadedExecutablePtr Deserialize(const ClientState& state, std::string_view
   return pjrt::LoadedExecutablePtr(args.loaded_executable, pjrt::LoadedExecutableDestroy{&api});
 }
 
+// The compiled executable behind a loaded one (names, shapes, statistics, serialization).
+pjrt::ExecutablePtr ExecutableOf(const pjrt::Api& api, PJRT_LoadedExecutable* loaded) {
+  return pjrt::ExecutablePtr(
+      CUXLA_PJRT_QUERY(api, PJRT_LoadedExecutable_GetExecutable, loaded_executable, loaded).executable,
+      pjrt::ExecutableDestroy{&api});
+}
+
 // Writes `loaded` as `key`'s entry; a plugin that cannot serialize this
 // executable just leaves no entry.
 void StoreSerialized(const ClientState& state, PJRT_LoadedExecutable* loaded, const std::string& dir,
                      std::string_view key, uint64_t max_bytes) {
   const pjrt::Api& api = state.api();
   try {
-    pjrt::ExecutablePtr executable(
-        CUXLA_PJRT_QUERY(api, PJRT_LoadedExecutable_GetExecutable, loaded_executable, loaded).executable,
-        pjrt::ExecutableDestroy{&api});
+    const pjrt::ExecutablePtr executable = ExecutableOf(api, loaded);
     auto args = CUXLA_PJRT_ARGS(PJRT_Executable_Serialize_Args);
     args.executable = executable.get();
     CUXLA_PJRT_CALL(api, PJRT_Executable_Serialize, &args);
@@ -197,9 +202,7 @@ Executable::Executable(std::shared_ptr<const ClientState> state, pjrt::LoadedExe
                        std::vector<const Device*> devices)
     : state_(std::move(state)), loaded_(std::move(loaded)), devices_(std::move(devices)) {
   const pjrt::Api& api = state_->api();
-  pjrt::ExecutablePtr executable(
-      CUXLA_PJRT_QUERY(api, PJRT_LoadedExecutable_GetExecutable, loaded_executable, loaded_.get()).executable,
-      pjrt::ExecutableDestroy{&api});
+  const pjrt::ExecutablePtr executable = ExecutableOf(api, loaded_.get());
   const auto name_args = CUXLA_PJRT_QUERY(api, PJRT_Executable_Name, executable, executable.get());
   name_.assign(name_args.executable_name, name_args.executable_name_size);
   num_outputs_ = CUXLA_PJRT_QUERY(api, PJRT_Executable_NumOutputs, executable, executable.get()).num_outputs;
@@ -214,9 +217,7 @@ Executable::Executable(std::shared_ptr<const ClientState> state, pjrt::LoadedExe
 std::optional<Executable::MemorySizes> Executable::memory_sizes() const {
   const pjrt::Api& api = state_->api();
   if (!api.Has(&PJRT_Api::PJRT_Executable_GetCompiledMemoryStats)) return std::nullopt;
-  pjrt::ExecutablePtr executable(
-      CUXLA_PJRT_QUERY(api, PJRT_LoadedExecutable_GetExecutable, loaded_executable, loaded_.get()).executable,
-      pjrt::ExecutableDestroy{&api});
+  const pjrt::ExecutablePtr executable = ExecutableOf(api, loaded_.get());
   // Statistics, not results: a plugin that answers with an error (one that
   // does not implement them) says nothing, and the caller's work goes on.
   auto stats = CUXLA_PJRT_ARGS(PJRT_Executable_GetCompiledMemoryStats_Args);
