@@ -40,8 +40,10 @@ import torch.utils._pytree as pytree
 from functorch.compile import make_boxed_func
 from torch._decomp import core_aten_decompositions
 from torch._functorch import config as functorch_config
+from torch._functorch._aot_autograd.schemas import SerializableAOTDispatchCompiler
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.partitioners import min_cut_rematerialization_partition
+from torch._inductor.output_code import OutputCode
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupport
 
@@ -72,7 +74,7 @@ _RANDOM_TAG = torch.Tag.nondeterministic_seeded
 _lock = threading.Lock()
 _fallbacks: collections.Counter[tuple[str, str]] = collections.Counter()
 _STATS = {"graphs": 0, "xla_programs": 0, "aten_ops": 0, "xla_ops": 0, "lowerings_from_cache": 0,
-          "aot_autograd_s": 0.0, "lowering_s": 0.0, "compile_s": 0.0, "program_calls": 0, "call_s": 0.0,
+          "graphs_from_aot_autograd_cache": 0, "aot_autograd_s": 0.0, "lowering_s": 0.0, "compile_s": 0.0, "program_calls": 0, "call_s": 0.0,
           "device_s": 0.0, "largest_xla_scratch_bytes": 0}
 _stats = dict(_STATS)
 # (start, end) CUDA events of the calls timed on the device, not yet summed.
@@ -90,8 +92,9 @@ _in_compiler = _CompilerTime()
 
 
 def report() -> dict[str, Any]:
-    """What the backend did so far: graphs compiled, XLA programs made, ATen
-    ops in those graphs and how many of them run in XLA, AOTAutograd's time
+    """What the backend did so far: graphs compiled (and how many of them
+    AOTAutograd's cache gave), XLA programs made, ATen ops in those graphs
+    and how many of them run in XLA, AOTAutograd's time
     (tracing the forward and backward, decomposing, partitioning), cuxla's
     time lowering and XLA's compiling, the largest scratch memory XLA
     planned for a program's execution, the programs' calls and the host's time in them (handing
@@ -156,6 +159,7 @@ def _record(ops: int, xla_ops: int, kept: dict[str, tuple[str, str]], graphs: in
         log.info("falls back to PyTorch: %s (%s)", op, reason)
 
 
+@functools.cache
 def _decompositions() -> dict:
     table = core_aten_decompositions()
     table.update(_attention.DECOMPOSITIONS)
@@ -775,20 +779,82 @@ def _view_chain(node: torch.fx.Node | None) -> tuple[list[torch.fx.Node], torch.
     return chain, node
 
 
-_aot_backend = aot_autograd(fw_compiler=compile_graph, bw_compiler=compile_graph, decompositions=_decompositions(),
-                            partition_fn=_partition)
+class _CompiledGraph(OutputCode):
+    """A forward or backward graph compiled by cuxla, in the form AOTAutograd's
+    cache keeps (a later process then skips AOTAutograd's tracing and
+    partitioning): the graph itself goes to disk, and loaded it is compiled
+    again, its lowering and XLA's executable coming from cuxla's cache."""
+
+    def __init__(self, gm: torch.fx.GraphModule):
+        super().__init__()
+        self._boxed_call = True  # called with one list of inputs, as compile_graph's functions are
+        self._graph: torch.fx.GraphModule | None = gm
+        self._pickled: bytes | None = None
+        self._run: Callable | None = None
+
+    def compile(self) -> "_CompiledGraph":
+        self._run = compile_graph(self._graph, _example_values(self._graph))
+        return self
+
+    def __call__(self, inputs: list) -> Any:
+        return self._run(inputs)
+
+    def prepare_for_serialization(self) -> None:
+        from torch.fx._graph_pickler import GraphPickler, Options, _ops_filter_safe
+
+        # cuxla's own ops (attention) load wherever cuxla is imported.
+        ops = Options(ops_filter=lambda name: _ops_filter_safe(name) or name.startswith("torch.ops.cuxla."))
+        self._pickled, self._graph, self._run = GraphPickler.dumps(self._graph, ops), None, None
+
+    def post_compile(self, example_inputs: Sequence[Any], constants: Any, graph_kwargs: Any) -> None:
+        if self._run is not None:  # compiled in this process
+            return
+        from torch.fx._graph_pickler import GraphPickler
+
+        fake_mode = torch._guards.detect_fake_mode(example_inputs) or torch._subclasses.FakeTensorMode()
+        self._graph = GraphPickler.loads(self._pickled, fake_mode)
+        self.compile()
+        with _lock:
+            _stats["graphs_from_aot_autograd_cache"] += 1
+
+    def set_triton_bundle(self, triton_bundle: Any) -> None:
+        pass  # no Triton kernels
+
+
+def _compile_for_aot_cache(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> _CompiledGraph:
+    return _CompiledGraph(gm).compile()
+
+
+def _aot_backend(cached: bool) -> Callable:
+    """AOTAutograd with cuxla's compiler, its graphs kept in AOTAutograd's
+    cache if `cached` (a compiler of that kind each, made for one compile:
+    AOTAutograd wraps the backward's)."""
+    def compiler():
+        return SerializableAOTDispatchCompiler(_CompiledGraph, _compile_for_aot_cache) if cached else compile_graph
+
+    return aot_autograd(fw_compiler=compiler(), bw_compiler=compiler(), decompositions=_decompositions(),
+                        partition_fn=_partition)
 
 
 def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable:
     """The backend: `torch.compile(model, backend="cuxla")` finds it through
     the `torch_dynamo_backends` entry point; `backend=cuxla.dynamo.backend` works too."""
     # A PyTorch without this setting compiles the backward at its first call.
-    early = {"force_non_lazy_backward_lowering": compile_backward_with_forward} \
+    config = {"force_non_lazy_backward_lowering": compile_backward_with_forward} \
         if hasattr(functorch_config, "force_non_lazy_backward_lowering") else {}
+    cached = cuxla._cuxla.compile_cache_stats()["dir"] is not None and \
+        hasattr(functorch_config, "bundled_autograd_cache")
+    if cached:
+        # AOTAutograd's cache keeps the compiled graphs themselves ("bundled"),
+        # under a key that holds the graph module's attributes: cuxla's
+        # lowering code among them, so that no other compiler's entry (nor
+        # another cuxla's) is taken for cuxla's.
+        config["bundled_autograd_cache"] = True
+        gm._cuxla_lowering_code = _lowering_source_digest()
     start, in_compiler = time.perf_counter(), _in_compiler.seconds
     try:
-        with functorch_config.patch(early):
-            return _aot_backend(gm, example_inputs)
+        with functorch_config.patch(config):
+            return _aot_backend(cached)(gm, example_inputs)
     finally:
         aot_s = time.perf_counter() - start - (_in_compiler.seconds - in_compiler)
         with _lock:

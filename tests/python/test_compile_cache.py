@@ -146,35 +146,78 @@ def test_size_bound_evicts_oldest(tmp_path):
     assert sum(e.stat().st_size for e in _entries(bounded)) <= bound
 
 
-# Two compiled training steps of the tiny BERT in a fresh process; prints
-# the losses and what the backend took from the cache.
+# Two compiled training steps of a tiny model (argv[1]: bert, or bart, whose
+# graphs hold tensor constants) in a fresh process; prints the losses, what
+# the backend took from cuxla's cache and what AOTAutograd took from its own.
+# argv[2] "other-cuxla": a cuxla whose lowering code differs.
 _TORCH_SCRIPT = r"""
-import json
+import json, sys
+import torch
 import cuxla.dynamo
 from cuxla import _cuxla, _models
-losses = _models.train(_models.bert("cpu", "tiny"), 2, compile_backend="cuxla")
+if sys.argv[2:] == ["other-cuxla"]:
+    cuxla.dynamo._lowering_source_digest = lambda: "another cuxla's"
+if sys.argv[1] == "bert":
+    workload = _models.bert("cpu", "tiny")
+else:
+    from transformers import BartConfig, BartForConditionalGeneration
+    config = BartConfig(vocab_size=128, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                        decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                        max_position_embeddings=32, dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)
+    torch.manual_seed(0)
+    ids = torch.randint(3, 128, (2, 12))
+    workload = _models.Workload("bart", BartForConditionalGeneration(config), (ids,),
+                                lambda m, b: m(input_ids=b[0], labels=b[0]).loss)
+losses = _models.train(workload, 2, compile_backend="cuxla")
 report = cuxla.dynamo.report()
+aot = torch._dynamo.utils.counters["aot_autograd"]
 print(json.dumps({"losses": losses, "programs": report["xla_programs"],
-                  "lowered_from_cache": report["lowerings_from_cache"], **_cuxla.compile_cache_stats()}))
+                  "lowered_from_cache": report["lowerings_from_cache"], "aot_saved": aot["autograd_cache_saved"],
+                  "aot_hits": aot["autograd_cache_hit"], "graphs": report["graphs"],
+                  "graphs_from_aot_cache": report["graphs_from_aot_autograd_cache"], **_cuxla.compile_cache_stats()}))
 """
 
 
-def test_second_process_takes_torch_compiles_lowering_and_executable_from_disk(tmp_path):
+def _train_in_a_process(tmp_path, model="bert", *options, cuxla_cache=True):
     if not all(importlib.util.find_spec(m) for m in ("torch", "torchax", "transformers")):
         pytest.skip("needs the compile extra (torchax) and transformers")
+    # AOTAutograd's cache lives in inductor's folder: the test's own too.
+    environ = dict(os.environ, CUXLA_CACHE_DIR=str(tmp_path / "cuxla") if cuxla_cache else "",
+                   TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "torch"))
+    proc = subprocess.run([sys.executable, "-c", _TORCH_SCRIPT, model, *options], env=environ, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
-    def run():
-        proc = subprocess.run([sys.executable, "-c", _TORCH_SCRIPT], env=dict(os.environ, CUXLA_CACHE_DIR=str(tmp_path)),
-                              capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        return json.loads(proc.stdout.strip().splitlines()[-1])
 
-    first, second = run(), run()
+def test_second_process_takes_torch_compiles_lowering_and_executable_from_disk(tmp_path):
+    first, second = _train_in_a_process(tmp_path), _train_in_a_process(tmp_path)
     assert first["programs"] >= 2 and first["lowered_from_cache"] == 0
     assert second["lowered_from_cache"] == second["programs"] == first["programs"]
     if first["stores"] > first["programs"]:  # the plugin serializes executables too
         assert second["hits"] >= second["programs"] and second["misses"] == 0  # cuxla's own copies too
     assert second["losses"] == first["losses"]
+
+
+@pytest.mark.parametrize("model", ["bert", "bart"])
+def test_second_process_takes_aot_autograds_graphs_from_its_cache(tmp_path, model):
+    # AOTAutograd's tracing and partitioning are skipped: its cache gives the
+    # forward and backward graphs cuxla compiled, which train as before.
+    first, second = _train_in_a_process(tmp_path, model), _train_in_a_process(tmp_path, model)
+    assert first["aot_saved"] >= 1 and first["aot_hits"] == 0, first
+    assert second["aot_hits"] == first["aot_saved"] and second["aot_saved"] == 0, second
+    assert first["graphs_from_aot_cache"] == 0 and second["graphs_from_aot_cache"] == second["graphs"] >= 2
+    assert second["programs"] == first["programs"] and second["lowered_from_cache"] == second["programs"]
+    assert second["losses"] == first["losses"]
+
+
+def test_aot_autograds_entries_are_of_one_cuxla_and_only_with_cuxlas_cache_on(tmp_path):
+    first = _train_in_a_process(tmp_path)
+    other = _train_in_a_process(tmp_path, "bert", "other-cuxla")  # its lowering code is another's
+    assert first["aot_saved"] >= 1 and other["aot_hits"] == 0 and other["aot_saved"] == first["aot_saved"], other
+    off = _train_in_a_process(tmp_path, cuxla_cache=False)  # no cache of cuxla's, nor AOTAutograd's for it
+    assert off["aot_saved"] == off["aot_hits"] == 0 and off["dir"] is None, off
+    assert first["losses"] == other["losses"] == off["losses"]
 
 
 def test_a_malformed_size_bound_is_a_value_error_naming_it(tmp_path, monkeypatch):
