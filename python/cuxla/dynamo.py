@@ -802,8 +802,10 @@ class _CompiledGraph(OutputCode):
     def prepare_for_serialization(self) -> None:
         from torch.fx._graph_pickler import GraphPickler, Options, _ops_filter_safe
 
-        # cuxla's own ops (attention) load wherever cuxla is imported.
-        ops = Options(ops_filter=lambda name: _ops_filter_safe(name) or name.startswith("torch.ops.cuxla."))
+        # cuxla's own ops (attention) load wherever cuxla is imported; of each
+        # node's metadata only its value (a fake tensor) is read again.
+        ops = Options(ops_filter=lambda name: _ops_filter_safe(name) or name.startswith("torch.ops.cuxla."),
+                      node_metadata_key_filter=lambda key: key == "val")
         self._pickled, self._graph, self._run = GraphPickler.dumps(self._graph, ops), None, None
 
     def post_compile(self, example_inputs: Sequence[Any], constants: Any, graph_kwargs: Any) -> None:

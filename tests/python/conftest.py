@@ -17,11 +17,12 @@ import pytest
 # A JAX imported by a test must not take 75% of the GPU up front.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
-# The tests' executables go to a compile cache of their own (which they thus
-# exercise), not the user's; removed at exit.
-if "CUXLA_CACHE_DIR" not in os.environ:
-    os.environ["CUXLA_CACHE_DIR"] = tempfile.mkdtemp(prefix="cuxla-test-cache-")
-    atexit.register(shutil.rmtree, os.environ["CUXLA_CACHE_DIR"], True)
+# The tests' executables, and AOTAutograd's graphs (in inductor's folder), go
+# to caches of their own (which they thus exercise), not the user's; removed at exit.
+for variable, prefix in (("CUXLA_CACHE_DIR", "cuxla-test-cache-"), ("TORCHINDUCTOR_CACHE_DIR", "torch-test-cache-")):
+    if variable not in os.environ:
+        os.environ[variable] = tempfile.mkdtemp(prefix=prefix)
+        atexit.register(shutil.rmtree, os.environ[variable], True)
 
 import cuxla
 from cuxla import _cuxla
