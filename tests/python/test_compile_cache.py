@@ -204,9 +204,10 @@ def test_second_process_takes_aot_autograds_graphs_from_its_cache(tmp_path, mode
     # AOTAutograd's tracing and partitioning are skipped: its cache gives the
     # forward and backward graphs cuxla compiled, which train as before.
     first, second = _train_in_a_process(tmp_path, model), _train_in_a_process(tmp_path, model)
-    assert first["aot_saved"] >= 1 and first["aot_hits"] == 0, first
-    assert second["aot_hits"] == first["aot_saved"] and second["aot_saved"] == 0, second
-    assert first["graphs_from_aot_cache"] == 0 and second["graphs_from_aot_cache"] == second["graphs"] >= 2
+    # A graph met twice in the first process (BART's on torch 2.11) is a hit there already.
+    assert first["aot_saved"] >= 1 and first["graphs_from_aot_cache"] < first["graphs"], first
+    assert second["aot_hits"] == first["aot_saved"] + first["aot_hits"] and second["aot_saved"] == 0, second
+    assert second["graphs_from_aot_cache"] == second["graphs"] >= 2
     assert second["programs"] == first["programs"] and second["lowered_from_cache"] == second["programs"]
     assert second["losses"] == first["losses"]
 
