@@ -74,8 +74,8 @@ _RANDOM_TAG = torch.Tag.nondeterministic_seeded
 _lock = threading.Lock()
 _fallbacks: collections.Counter[tuple[str, str]] = collections.Counter()
 _STATS = {"graphs": 0, "xla_programs": 0, "aten_ops": 0, "xla_ops": 0, "lowerings_from_cache": 0,
-          "graphs_from_aot_autograd_cache": 0, "aot_autograd_s": 0.0, "lowering_s": 0.0, "compile_s": 0.0, "program_calls": 0, "call_s": 0.0,
-          "device_s": 0.0, "largest_xla_scratch_bytes": 0}
+          "graphs_from_aot_autograd_cache": 0, "aot_autograd_s": 0.0, "lowering_s": 0.0, "compile_s": 0.0,
+          "program_calls": 0, "call_s": 0.0, "device_s": 0.0, "largest_xla_scratch_bytes": 0}
 _stats = dict(_STATS)
 # (start, end) CUDA events of the calls timed on the device, not yet summed.
 _device_timings: collections.deque = collections.deque()
