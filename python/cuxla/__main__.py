@@ -42,7 +42,8 @@ def main(argv: list[str] | None = None, prog: str = "cuxla") -> int:
                                         "scale: the same (default mlp,cnn,bert); "
                                         "models: zoo names (python -m cuxla._zoo list; default all); "
                                         "memory: measures of op,bert,bert-dropout,batch (default all)")
-    bench.add_argument("--backends", default="eager,inductor,cuxla", help="train: torch.compile backends")
+    bench.add_argument("--backends", default="eager,inductor,cuxla", help="train: torch.compile backends (eager: none); "
+                       "BACKEND[NAME=VALUE,...] runs one with those environment variables, a row of its own")
     bench.add_argument("--steps", type=_at_least_one,
                        help="steps per model and backend (train: per round, 4; scale: 20; models: 3)")
     bench.add_argument("--rounds", type=_at_least_one, default=5, help="train: rounds the backends take turns over")

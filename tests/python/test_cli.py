@@ -134,12 +134,24 @@ def test_bench_commands_write_a_table_json_and_a_plot(tmp_path):
                                       and (r["warm_peak_gib"] is None) == (r["peak_gib"] is None)
                                       and r["largest_xla_scratch_gib"] > 0 for r in cuxla_rows)
             assert [r["tokens_per_s"] > 0 for r in rows if r["model"] == "gpt2"] == [True, True]
-    # TF32 for every backend: its own files, saying so.
-    result = _run("bench", "train", "--tf32", "--models", "mlp", "--backends", "eager,cuxla", "--rounds", "1",
-                  "--steps", "1", "--size", "tiny", "--out", str(tmp_path))
+    # TF32 for every backend: its own files, saying so. A backend with its
+    # own environment is a row of its own: here Dynamo is off in its process.
+    variant = "cuxla[TORCHDYNAMO_DISABLE=1,CUXLA_LOG=error]"
+    result = _run("bench", "train", "--tf32", "--models", "mlp", "--backends", f"eager,cuxla,{variant}",
+                  "--rounds", "1", "--steps", "1", "--size", "tiny", "--out", str(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "TF32 on for all" in (tmp_path / "train-tf32.md").read_text()
     assert "TF32 off for all" in (tmp_path / "train.md").read_text()
+    rows = {r["backend"]: r for r in json.loads((tmp_path / "train-tf32.json").read_text())["rows"]}
+    assert rows["cuxla"]["xla_op_share"] == 1.0 and rows["cuxla"]["graphs"] >= 1
+    assert rows[variant]["graphs"] == 0 and rows[variant]["warm_compile_s"] is not None
+    assert variant in (tmp_path / "train-tf32.md").read_text()
+
+
+def test_bench_train_names_a_malformed_backend(tmp_path):
+    result = _run("bench", "train", "--backends", "eager,cuxla[CUXLA_LOG]", "--out", str(tmp_path))
+    assert result.returncode == 1 and not (tmp_path / "train.md").exists()
+    assert result.stderr.strip() == "cuxla: --backends: 'cuxla[CUXLA_LOG]' is not BACKEND or BACKEND[NAME=VALUE,...]"
 
 
 def test_bench_handoff_on_cpu_marks_gpu_targets_not_applicable(tmp_path):

@@ -21,7 +21,7 @@ from .handoff import handoff
 from .memory import memory
 from .models import models
 from .scale import scale
-from .train import train
+from .train import split_backends, train
 
 
 def main(args) -> int:
@@ -29,7 +29,7 @@ def main(args) -> int:
         names = args.models.split(",") if args.models else _zoo.CI_SUBSET if args.subset == "ci" else list(_zoo.MODELS)
         return models(names, args.steps or 3, args.jobs, args.timeout, args.out, args.dropout, args.tolerance)
     if args.what == "train":
-        return train((args.models or "bert,gpt2,llama").split(","), args.backends.split(","), args.rounds,
+        return train((args.models or "bert,gpt2,llama").split(","), split_backends(args.backends), args.rounds,
                      args.steps or 4, args.out, args.tf32, args.size)
     if args.what == "memory":
         return memory((args.models or "op,bert,bert-dropout,batch").split(","), args.out)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import statistics
 import subprocess
 import sys
@@ -70,11 +71,13 @@ def train(models: list[str], backends: list[str], rounds: int, steps: int, out_d
         # Compile caches of this run only: the first process compiles cold.
         env = {**os.environ, "CUXLA_CACHE_DIR": f"{caches}/cuxla",
                "TORCHINDUCTOR_CACHE_DIR": f"{caches}/inductor", "TRITON_CACHE_DIR": f"{caches}/triton"}
+        variants = {label: backend_and_environment(label) for label in backends}
         for model in models:
             children = {}
             for backend in backends:  # one at a time: compiles do not overlap
                 print(f"  {model} {backend}: first step (compile)", flush=True)
-                children[backend] = _Child(model, backend, size, precision, env)
+                name, settings = variants[backend]
+                children[backend] = _Child(model, name, size, precision, {**env, **settings})
             times: dict[str, list[float]] = {b: [] for b in backends}
             for r in range(rounds):
                 for backend in backends[r % len(backends):] + backends[:r % len(backends)]:
@@ -87,8 +90,9 @@ def train(models: list[str], backends: list[str], rounds: int, steps: int, out_d
                 child.close()
                 step_s = statistics.median(times[backend])
                 warm = warm_report = None
-                if backend != "eager":  # a second process, from the caches the first left
-                    warm = _Child(model, backend, size, precision, env)
+                name, settings = variants[backend]
+                if name != "eager":  # a second process, from the caches the first left
+                    warm = _Child(model, name, size, precision, {**env, **settings})
                     warm.ask(f"run {steps}")
                     warm_report = warm.ask("report")
                     warm.close()
@@ -98,6 +102,25 @@ def train(models: list[str], backends: list[str], rounds: int, steps: int, out_d
                 writers.write_train(rows, card, rounds, steps, tf32, one_pool, pathlib.Path(out_dir), quiet=True)
     writers.write_train(rows, card, rounds, steps, tf32, one_pool, pathlib.Path(out_dir))
     return 0
+
+
+def split_backends(text: str) -> list[str]:
+    """`eager,cuxla,cuxla[CUXLA_COMMAND_BUFFERS=1,CUXLA_AUTOTUNE_LEVEL=0]`:
+    the labels of its rows, each checked."""
+    labels = re.split(r",(?![^\[]*\])", text)  # commas outside brackets
+    for label in labels:
+        backend_and_environment(label)
+    return labels
+
+
+def backend_and_environment(label: str) -> tuple[str, dict[str, str]]:
+    """`cuxla[NAME=VALUE,...]`: the backend cuxla, its processes run with
+    those environment variables (a row of its own beside plain cuxla's)."""
+    found = re.fullmatch(r"([\w.:-]+)(?:\[(\w+=[^,\]]*(?:,\w+=[^,\]]*)*)\])?", label)
+    if found is None:
+        raise ValueError(f"--backends: {label!r} is not BACKEND or BACKEND[NAME=VALUE,...]")
+    name, settings = found.groups()
+    return name, dict(setting.split("=", 1) for setting in settings.split(",")) if settings else {}
 
 
 def _peak_gib(report: dict | None) -> float | None:
