@@ -636,14 +636,15 @@ def _partition_and_lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
     if not every_op:  # inputs handed back as outputs: nothing to run, nothing to report
         return gm
     supported = _Supported(ruled_out)
+    if (all(supported.is_node_supported(None, n) for n in gm.graph.nodes if n.op == "call_function")
+            and all(isinstance(v, torch.Tensor) for v in example_inputs)):  # no partitions to look for
+        if_compile_fails = functools.partial(_compiled_again, gm, example_inputs, _epoch) if in_background else None
+        program = _lower(gm, list(example_inputs), if_compile_fails)
+        _record(len(every_op), len(every_op), {})
+        return program
     # Proposing reads the graph; fusing (below) rewrites it, so it fuses a copy.
     partitions = CapabilityBasedPartitioner(gm, supported, allows_single_node_partition=True).propose_partitions()
     in_xla = sum(1 for p in partitions for n in p.nodes if _is_aten_op(n))
-    if in_xla == len(every_op) and len(partitions) == 1 and all(isinstance(v, torch.Tensor) for v in example_inputs):
-        if_compile_fails = functools.partial(_compiled_again, gm, example_inputs, _epoch) if in_background else None
-        program = _lower(gm, list(example_inputs), if_compile_fails)
-        _record(len(every_op), in_xla, {})
-        return program
     if not partitions:
         _record(len(every_op), 0, supported.kept)
         return _reshapes_for_views(_copy(gm))
