@@ -175,16 +175,20 @@ def test_bench_memory_table_and_plot(tmp_path):
     rows = [{"setting": s, "measure": MEASURES["bert"], "peak_gib": 3.0 + i, "step_ms": 40.0,
              "loss": 7.0} for i, s in enumerate(SETTINGS)]
     rows[1].update(xla_op_share=1.0, torch_peak_gib=1.5, xla_peak_gib=3.5)
+    rows[0]["need_gib"], rows[2]["need_gib"] = 2.5, 4.0
     rows += [{"setting": "one_pool", "measure": MEASURES["batch"], "budget_gib": 8.0, "batch": 4096},
              {"setting": "two_pools", "measure": MEASURES["op"], "us_per_op": 4.25},
              {"setting": "eager", "measure": MEASURES["batch"], "error": "RuntimeError: boom"}]
     writers.write_memory(rows, "a test card", SETTINGS, tmp_path)
     table = (tmp_path / "memory.md").read_text()
-    assert ("| BERT-base 16 x 128 training | 3.00 GiB, step 40.0 ms | 4.00 GiB (own peaks: PyTorch 1.50, XLA 3.50), "
-            "step 40.0 ms, 100% of ATen ops in XLA |") in table
+    assert ("| BERT-base 16 x 128 training | 3.00 GiB (in use at once: 2.50), step 40.0 ms | 4.00 GiB (own peaks: "
+            "PyTorch 1.50, XLA 3.50), step 40.0 ms, 100% of ATen ops in XLA |") in table
     # One pool (5 GiB) against the larger of eager's peak (3) and XLA's own (3.5).
     assert "BERT-base 16 x 128 training: one pool 5.00 GiB against the larger of eager's peak and XLA's own, " \
            "3.50 GiB: +43%" in table
+    # Of it, what the steps had in use at once (4 against eager's 2.5), and what the pool held beyond.
+    assert "the compiled steps' bytes in use at once, 4.00 GiB (+60% over eager's 2.50); the pool held 5.00, " \
+           "+25% over them" in table
     assert len([line for line in table.splitlines() if line.startswith("| largest MLP batch")]) == 1
     assert "4096 (in 8 GiB)" in table and "4.25 µs" in table and "failed: RuntimeError: boom" in table
     assert (tmp_path / "memory.png").stat().st_size > 1000

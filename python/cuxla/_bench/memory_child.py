@@ -45,6 +45,9 @@ def _training_peak(setting: str, name: str, workload, steps: int = 5) -> None:
     # PyTorch's statistics through _torch_memory: on one pool PyTorch keeps none.
     base, torch_base = _device_used(), _torch_memory.torch_memory_allocated()
     _torch_memory.reset_torch_peak_memory_stats()
+    if setting == "one_pool":
+        _torch_memory.reset_memory_pool_peaks()
+        pool_base = _torch_memory.memory_pool_stats()["used_bytes"]
     step = _models.training_step(workload, None if setting == "eager" else "cuxla")
     peak, times = 0, []
     for _ in range(steps):
@@ -58,6 +61,13 @@ def _training_peak(setting: str, name: str, workload, steps: int = 5) -> None:
     # eager's peak and XLA's own).
     own = {"torch_peak_gib": (_torch_memory.torch_max_memory_allocated() - torch_base) / 2**30,
            "xla_peak_gib": _torch_memory.xla_max_memory_allocated() / 2**30} if setting == "two_pools" else {}
+    # The most bytes in use at once (tensors, XLA's buffers and scratch), over
+    # those before: what the steps need, whatever the allocators keep besides.
+    # Eager's from PyTorch's statistics; one pool's from the pool, both runtimes in it.
+    if setting == "eager":
+        own["need_gib"] = (torch.cuda.max_memory_allocated() - torch_base) / 2**30
+    elif setting == "one_pool":
+        own["need_gib"] = (_torch_memory.memory_pool_stats()["used_peak_bytes"] - pool_base) / 2**30
     _emit(setting=setting, measure=name, peak_gib=peak / 2**30, step_ms=statistics.median(times[1:]) * 1e3,
           loss=loss.item(), **own)
 

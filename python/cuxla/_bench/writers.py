@@ -237,6 +237,7 @@ def memory_cell(row: dict) -> str:
         return f"{row['batch']} (in {row['budget_gib']:.0f} GiB){in_xla}"
     own = "" if row.get("xla_peak_gib") is None else \
         f" (own peaks: PyTorch {row['torch_peak_gib']:.2f}, XLA {row['xla_peak_gib']:.2f})"
+    own += "" if row.get("need_gib") is None else f" (in use at once: {row['need_gib']:.2f})"
     return f"{row['peak_gib']:.2f} GiB{own}, step {row['step_ms']:.1f} ms{in_xla}"
 
 
@@ -251,6 +252,11 @@ def one_pool_bounds(rows: list[dict]) -> list[str]:
             larger = max(eager["peak_gib"], two["xla_peak_gib"])
             lines.append(f"- {measure}: one pool {one['peak_gib']:.2f} GiB against the larger of eager's peak "
                          f"and XLA's own, {larger:.2f} GiB: {100 * (one['peak_gib'] / larger - 1):+.0f}%")
+            if one.get("need_gib") and eager.get("need_gib"):
+                lines.append(f"  - the compiled steps' bytes in use at once, {one['need_gib']:.2f} GiB "
+                             f"({100 * (one['need_gib'] / eager['need_gib'] - 1):+.0f}% over eager's "
+                             f"{eager['need_gib']:.2f}); the pool held {one['peak_gib']:.2f}, "
+                             f"{100 * (one['peak_gib'] / one['need_gib'] - 1):+.0f}% over them")
     return lines
 
 
