@@ -439,7 +439,8 @@ def _constants_as_inputs(gm: torch.fx.GraphModule) -> list[torch.Tensor]:
         gm.graph.erase_node(node)
         placeholders.append(placeholder)
         constants.append(value)
-    gm.recompile()
+    if constants:
+        gm.recompile()
     return constants
 
 
@@ -590,11 +591,13 @@ def _as_strided_on_storage(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     An input that is not a dense block (a slice, a broadcast) stays as it is,
     and `_why_not` keeps it in PyTorch."""
     aten = torch.ops.aten
+    rewritten = False
     for node in [n for n in gm.graph.nodes if n.target is aten.as_strided.default]:
         source = node.args[0].meta.get("val")
         if not isinstance(source, torch.Tensor) or _reads_own_storage(source) or \
                 not torch._prims_common.is_non_overlapping_and_dense_or_false(source):
             continue
+        rewritten = True
         order = sorted(range(source.ndim), key=lambda d: (source.stride(d), source.shape[d]), reverse=True)
         offset = node.args[3] if len(node.args) > 3 else node.kwargs.get("storage_offset", source.storage_offset())
         with gm.graph.inserting_before(node), torch._guards.detect_fake_mode([source]) or contextlib.nullcontext():
@@ -607,7 +610,8 @@ def _as_strided_on_storage(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
             flat.meta["val"] = dense.meta["val"].view(-1)
         node.args = (flat, node.args[1], node.args[2], offset - source.storage_offset())
         node.kwargs = {}
-    gm.recompile()
+    if rewritten:  # the code again (a big graph's takes a tenth of a second)
+        gm.recompile()
     return gm
 
 

@@ -209,7 +209,14 @@ def test_second_process_takes_aot_autograds_graphs_from_its_cache(tmp_path, mode
     assert second["aot_hits"] == first["aot_saved"] + first["aot_hits"] and second["aot_saved"] == 0, second
     assert second["graphs_from_aot_cache"] == second["graphs"] >= 2
     assert second["programs"] == first["programs"] and second["lowered_from_cache"] == second["programs"]
-    assert second["losses"] == first["losses"]
+    assert second["losses"] == _rounding_of(first["losses"])
+
+
+def _rounding_of(losses: list[float]):
+    """Equal to float32 rounding: XLA's CPU runtime may add a reduction's
+    blocks in another order from one process to the next (seen once in
+    BART's second step, 1e-7 apart)."""
+    return pytest.approx(losses, rel=1e-6, abs=0)
 
 
 def test_aot_autograds_entries_are_of_one_cuxla_and_only_with_cuxlas_cache_on(tmp_path):
@@ -218,7 +225,7 @@ def test_aot_autograds_entries_are_of_one_cuxla_and_only_with_cuxlas_cache_on(tm
     assert first["aot_saved"] >= 1 and other["aot_hits"] == 0 and other["aot_saved"] == first["aot_saved"], other
     off = _train_in_a_process(tmp_path, cuxla_cache=False)  # no cache of cuxla's, nor AOTAutograd's for it
     assert off["aot_saved"] == off["aot_hits"] == 0 and off["dir"] is None, off
-    assert first["losses"] == other["losses"] == off["losses"]
+    assert other["losses"] == _rounding_of(first["losses"]) and off["losses"] == _rounding_of(first["losses"])
 
 
 def test_a_malformed_size_bound_is_a_value_error_naming_it(tmp_path, monkeypatch):
