@@ -148,6 +148,58 @@ def test_bench_commands_write_a_table_json_and_a_plot(tmp_path):
     assert variant in (tmp_path / "train-tf32.md").read_text()
 
 
+def test_bench_trains_profile_sums_device_time_by_kind_and_overlaps_once():
+    from cuxla._bench import step_profile
+
+    # (name, start µs, end µs) over 2 steps; the GEMM and the fusion overlap (two streams) for 5 µs.
+    events = [("sm90_xmma_gemm_f32f32_tf32f32_f32_nn", 0, 10), ("loop_add_fusion", 5, 15),
+              ("pytorch_flash::flash_fwd_kernel<cutlass::half_t>", 20, 24),
+              ("void at::native::multi_tensor_apply_kernel<TensorListMetadata<4>>", 30, 31),
+              ("Memcpy DtoD (Device -> Device)", 40, 42), ("gemm_fusion_dot_3", 50, 52),
+              ("triton_tem_fused_addmm_0", 60, 61), ("loop_add_fusion", 70, 73)]
+    summary = step_profile.summarize(events, steps=2)
+    assert summary["device_busy_ms"] == pytest.approx(28 / 2 / 1e3)  # 15 + 4 + 1 + 2 + 2 + 1 + 3, not 33
+    assert summary["device_events"] == 4
+    assert summary["ms_by_kind"] == pytest.approx({"attention": 2e-3, "matmul": 6.5e-3, "optimizer": 0.5e-3,
+                                                   "copies": 1e-3, "other": 6.5e-3})
+    assert [k["name"] for k in summary["longest"]] == ["loop_add_fusion", "sm90_xmma_gemm_f32f32_tf32f32_f32_nn",
+                                                       "pytorch_flash::flash_fwd_kernel<cutlass::half_t>"]
+
+
+def test_bench_trains_profile_reads_pytorchs_profiler():
+    from cuxla._bench import step_profile
+
+    torch = pytest.importorskip("torch")
+    a, b = torch.ones(256, 256), torch.ones(256, 256)
+    summary = step_profile.profile_steps(lambda: a @ b, lambda: None, 3, device="cpu")
+    assert summary["device_events"] >= 1 and summary["device_busy_ms"] > 0
+    assert any("mm" in k["name"] for k in summary["longest"]), summary
+
+
+def test_bench_train_table_says_where_each_steps_device_time_goes(tmp_path):
+    from cuxla._bench import writers
+
+    row = {"model": "bert", "size": "base", "step_ms": 45.0, "tokens_per_s": 1000.0, "cold_compile_s": 50.0,
+           "warm_compile_s": 5.0, "warm_aot_autograd_s": 1.0, "warm_cuxla_s": 0.5, "lowering_s": 2.0,
+           "xla_compile_s": 40.0, "peak_gib": 4.0, "warm_peak_gib": 3.9, "largest_xla_scratch_gib": 0.6,
+           "xla_op_share": 1.0, "xla_calls_per_step": 2.0, "host_ms_in_xla_calls_per_step": 14.0,
+           "device_ms_in_xla_per_step": 39.0, "graph_breaks": 0, "first_loss": 10.0, "final_loss": 9.0}
+    profile = {"device_busy_ms": 41.5, "device_events": 900.0,
+               "ms_by_kind": {"attention": 0.0, "matmul": 20.0, "optimizer": 2.0, "copies": 0.5, "other": 19.0},
+               "longest": [{"name": "loop_add_fusion", "ms": 3.25}]}
+    rows = [{**row, "backend": "cuxla", "profile": profile},
+            {**row, "backend": "inductor", "profile": {"error": "RuntimeError: CUPTI is not there"}},
+            {**row, "backend": "eager", "profile": None}]
+    writers.write_train(rows, "a test card", 2, 4, False, False, tmp_path)
+    table = (tmp_path / "train.md").read_text()
+    assert "| bert | cuxla | 45.00 | 41.50 | 3.50 | 900 | 0.00 | 20.00 | 2.00 | 0.50 | 19.00 | " \
+           "loop_add_fusion 3.25 |" in table
+    assert "| bert | inductor | 45.00 | profile failed: RuntimeError: CUPTI is not there |" in table
+    profiled = table[table.index("| model | backend | step | busy |"):].splitlines()[2:]
+    assert [line.split(" | ")[1] for line in profiled] == ["cuxla", "inductor"]  # eager's has no profile
+    assert writers.step_profile_said(profile, 45.0).startswith("device busy 41.50 of the step's 45.00 ms, 900")
+
+
 def test_bench_train_names_a_malformed_backend(tmp_path):
     result = _run("bench", "train", "--backends", "eager,cuxla[CUXLA_LOG]", "--out", str(tmp_path))
     assert result.returncode == 1 and not (tmp_path / "train.md").exists()

@@ -7,7 +7,8 @@ plot (PNG).
 
 One module per benchmark (handoff, train, scale, models, memory; train_child
 and memory_child are the processes train's backends and memory's
-measurements run in); writers writes their tables, rows and figures.
+measurements run in; step_profile, where a step's device time goes);
+writers writes their tables, rows and figures.
 """
 from __future__ import annotations
 

@@ -23,6 +23,9 @@ import tempfile
 from . import writers
 
 
+PROFILED_STEPS = 3  # on a GPU, after the timed rounds: where a step's device time goes (step_profile)
+
+
 class _Child:
     """One backend's training process: its first step (the compile) is timed
     as it starts; `run` times more steps; `report` gives its memory and what
@@ -87,6 +90,7 @@ def train(models: list[str], backends: list[str], rounds: int, steps: int, out_d
                 print(f"  {model}: round {r + 1}/{rounds} done", flush=True)
             for backend, child in children.items():
                 report = child.ask("report")
+                profile = child.ask(f"profile {PROFILED_STEPS}")
                 child.close()
                 step_s = statistics.median(times[backend])
                 warm = warm_report = None
@@ -96,7 +100,8 @@ def train(models: list[str], backends: list[str], rounds: int, steps: int, out_d
                     warm.ask(f"run {steps}")
                     warm_report = warm.ask("report")
                     warm.close()
-                rows.append(_row(model, backend, child, report, step_s, warm, warm_report))
+                rows.append({**_row(model, backend, child, report, step_s, warm, warm_report),
+                             "profile": profile or None})
                 _print_row(rows[-1])
                 # The files after each row: a run cut short leaves what it measured.
                 writers.write_train(rows, card, rounds, steps, tf32, one_pool, pathlib.Path(out_dir), quiet=True)
@@ -179,3 +184,5 @@ def _print_row(r: dict) -> None:
         if r["device_ms_in_xla_per_step"] is not None:
             line += f" and the device {r['device_ms_in_xla_per_step']:.2f} ms"
     print(line + f"   loss {r['first_loss']:.4f} -> {r['final_loss']:.4f}", flush=True)
+    if r.get("profile"):
+        print(f"  {'':6s} {'':9s} {writers.step_profile_said(r['profile'], r['step_ms'])}", flush=True)

@@ -4,7 +4,7 @@ peak memory its own. Steered over stdin by `train.py`; each command is
 answered with one JSON line on stdout.
 
     python -m cuxla._bench.train_child MODEL BACKEND SIZE PRECISION   (PRECISION: float32 or tf32)
-    (answers the first step's time, then)  run N | report | exit
+    (answers the first step's time, then)  run N | report | profile N | exit
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import sys
 import time
 
 from .. import _models, _torch_memory
+from . import step_profile
 
 
 def main(model_name: str, backend: str, size: str, precision: str) -> int:
@@ -69,9 +70,20 @@ def main(model_name: str, backend: str, size: str, precision: str) -> int:
             _answer({"step_s": [s for s, _ in steps], "loss": steps[-1][1]})
         elif command == "report":
             _answer(_report(backend, cuda, calls_before, timed_steps))
+        elif command == "profile":  # after the report: these steps are not among those it counts
+            _answer(_profile(step, sync, int(argument[0])) if cuda else {})
         elif command == "exit":
             break
     return 0
+
+
+def _profile(step, sync, steps: int) -> dict:
+    """Where the device time of `steps` steps goes; a profiler that fails is said, not raised."""
+    try:
+        return step_profile.profile_steps(step, sync, steps)
+    except Exception as error:  # the profiler's (CUPTI's) own failure: the run's other numbers stand
+        said = str(error).strip().splitlines()
+        return {"error": f"{type(error).__name__}: {said[0] if said else ''}"}
 
 
 def _xla_calls(backend: str) -> tuple[int, float, float]:

@@ -6,6 +6,8 @@ import collections
 import json
 import pathlib
 
+from . import step_profile
+
 
 def pyplot():
     """matplotlib's pyplot, drawing to files only."""
@@ -132,6 +134,27 @@ def write_train(rows: list[dict], card: str, rounds: int, steps: int, tf32: bool
                      f"{_cell(r['peak_gib'], '.2f')}{peak_detail} | {r['cold_compile_s']:.2f}{split} | "
                      f"{_cell(r['warm_compile_s'], '.2f')}{warm_split} | "
                      f"{share} | {calls} | {r['graph_breaks']} | {r['first_loss']:.4f} -> {r['final_loss']:.4f} |")
+    profiled = [r for r in rows if r.get("profile")]
+    if profiled:
+        kinds = [*step_profile.KINDS, step_profile.OTHER]
+        lines += ["", "Where a step's device time goes: PyTorch's profiler over a few steps after the timed rounds "
+                  "(its CUDA activity: every kernel and copy of the process, XLA's too), per step in ms. Busy: the "
+                  "device running anything (streams overlapping counted once); idle: the step's time above less "
+                  "busy, the device waiting for the host. Kernels by kind from their names (matmul: cuBLAS, CUTLASS, "
+                  "XLA's GEMM fusions, inductor's templates; optimizer: PyTorch's multi-tensor loops; other: "
+                  "fusions, elementwise, reductions).", "",
+                  "| model | backend | step | busy | idle | kernels and copies | " + " | ".join(kinds) +
+                  " | longest kernels |", "|---|---|---|---|---|---|" + "---|" * len(kinds) + "---|"]
+        for r in profiled:
+            p = r["profile"]
+            if "error" in p:
+                lines.append(f"| {r['model']} | {r['backend']} | {r['step_ms']:.2f} | profile failed: "
+                             f"{p['error'][:80]} |")
+                continue
+            longest = "; ".join(f"{k['name'][:40]} {k['ms']:.2f}" for k in p["longest"])
+            lines.append(f"| {r['model']} | {r['backend']} | {r['step_ms']:.2f} | {p['device_busy_ms']:.2f} | "
+                         f"{r['step_ms'] - p['device_busy_ms']:.2f} | {p['device_events']:.0f} | " +
+                         " | ".join(f"{p['ms_by_kind'][k]:.2f}" for k in kinds) + f" | {longest} |")
     models = list(dict.fromkeys(r["model"] for r in rows))
     backends = list(dict.fromkeys(r["backend"] for r in rows))
     panels = [("step time (ms)", "step_ms"), ("cold compile (s)", "cold_compile_s")]
@@ -152,6 +175,16 @@ def write_train(rows: list[dict], card: str, rounds: int, steps: int, tf32: bool
     fig.suptitle(f"Training with torch.compile backends, {card}{', TF32' if tf32 else ''}")
     save(out_dir, "train" + ("-tf32" if tf32 else "") + ("-one-pool" if one_pool else ""), card, rows, lines, fig,
          quiet)
+
+
+def step_profile_said(profile: dict, step_ms: float) -> str:
+    """A row's profile in one line, as `bench train` prints it."""
+    if "error" in profile:
+        return f"profile failed: {profile['error']}"
+    kinds = ", ".join(f"{kind} {ms:.2f}" for kind, ms in profile["ms_by_kind"].items())
+    longest = ", ".join(f"{k['name'][:40]} {k['ms']:.2f}" for k in profile["longest"])
+    return (f"device busy {profile['device_busy_ms']:.2f} of the step's {step_ms:.2f} ms, "
+            f"{profile['device_events']:.0f} kernels and copies: {kinds} ms; longest: {longest}")
 
 
 def _cell(value, form: str) -> str:
