@@ -191,9 +191,10 @@ def _train_in_a_process(tmp_path, model="bert", *options, cuxla_cache=True):
 
 
 def _rounding_of(losses: list[float]):
-    """Equal to float32 rounding: XLA's CPU runtime may add a reduction's
-    blocks in another order from one process to the next (seen once in
-    BART's second step, 1e-7 apart)."""
+    """Equal to float32 rounding: one compile of a program by XLA's CPU
+    compiler may sum in another order than the next (BART's second-step loss
+    was 4.851937294 or 4.851937771 over ten processes compiling cold here;
+    a process loading the first's executable gives the first's)."""
     return pytest.approx(losses, rel=1e-6, abs=0)
 
 
