@@ -191,10 +191,10 @@ def _train_in_a_process(tmp_path, model="bert", *options, cuxla_cache=True):
 
 
 def _rounding_of(losses: list[float]):
-    """Equal to float32 rounding: one compile of a program by XLA's CPU
-    compiler may sum in another order than the next (BART's second-step loss
-    was 4.851937294 or 4.851937771 over ten processes compiling cold here;
-    a process loading the first's executable gives the first's)."""
+    """Equal to float32 rounding: on XLA's CPU plugin the same program does
+    not give the same bits in every process (BART's second-step loss was
+    4.851937294 in most processes and 4.851937771 in some, compiling cold
+    or from the cache)."""
     return pytest.approx(losses, rel=1e-6, abs=0)
 
 
