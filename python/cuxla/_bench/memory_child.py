@@ -65,7 +65,7 @@ def _training_peak(setting: str, name: str, workload, steps: int = 5) -> None:
     # those before: what the steps need, whatever the allocators keep besides.
     # Eager's from PyTorch's statistics; one pool's from the pool, both runtimes in it.
     if setting == "eager":
-        own["need_gib"] = (torch.cuda.max_memory_allocated() - torch_base) / 2**30
+        own["need_gib"] = (_torch_memory.torch_max_memory_allocated() - torch_base) / 2**30
     elif setting == "one_pool":
         own["need_gib"] = (_torch_memory.memory_pool_stats()["used_peak_bytes"] - pool_base) / 2**30
     _emit(setting=setting, measure=name, peak_gib=peak / 2**30, step_ms=statistics.median(times[1:]) * 1e3,

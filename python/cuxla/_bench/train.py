@@ -57,8 +57,9 @@ class _Child:
                            f"{self.process.wait()} (its error is above)")
 
 
-def train(models: list[str], backends: list[str], rounds: int, steps: int, out_dir: str, tf32: bool = False,
-          size: str | None = None) -> int:
+def train(models: list[str], backends: dict[str, tuple[str, dict[str, str]]], rounds: int, steps: int,
+          out_dir: str, tf32: bool = False, size: str | None = None) -> int:
+    """`backends`: each row's label -> its backend and environment variables (`split_backends`)."""
     import torch
 
     cuda = torch.cuda.is_available()
@@ -74,16 +75,15 @@ def train(models: list[str], backends: list[str], rounds: int, steps: int, out_d
         # Compile caches of this run only: the first process compiles cold.
         env = {**os.environ, "CUXLA_CACHE_DIR": f"{caches}/cuxla",
                "TORCHINDUCTOR_CACHE_DIR": f"{caches}/inductor", "TRITON_CACHE_DIR": f"{caches}/triton"}
-        variants = {label: backend_and_environment(label) for label in backends}
         for model in models:
             children = {}
-            for backend in backends:  # one at a time: compiles do not overlap
+            for backend, (name, settings) in backends.items():  # one at a time: compiles do not overlap
                 print(f"  {model} {backend}: first step (compile)", flush=True)
-                name, settings = variants[backend]
                 children[backend] = _Child(model, name, size, precision, {**env, **settings})
             times: dict[str, list[float]] = {b: [] for b in backends}
+            labels = list(backends)
             for r in range(rounds):
-                for backend in backends[r % len(backends):] + backends[:r % len(backends)]:
+                for backend in labels[r % len(labels):] + labels[:r % len(labels)]:
                     answer = children[backend].ask(f"run {steps}")
                     times[backend] += answer["step_s"]
                     children[backend].last_loss = answer["loss"]
@@ -94,7 +94,7 @@ def train(models: list[str], backends: list[str], rounds: int, steps: int, out_d
                 child.close()
                 step_s = statistics.median(times[backend])
                 warm = warm_report = None
-                name, settings = variants[backend]
+                name, settings = backends[backend]
                 if name != "eager":  # a second process, from the caches the first left
                     warm = _Child(model, name, size, precision, {**env, **settings})
                     warm.ask(f"run {steps}")
@@ -109,13 +109,10 @@ def train(models: list[str], backends: list[str], rounds: int, steps: int, out_d
     return 0
 
 
-def split_backends(text: str) -> list[str]:
+def split_backends(text: str) -> dict[str, tuple[str, dict[str, str]]]:
     """`eager,cuxla,cuxla[CUXLA_COMMAND_BUFFERS=1,CUXLA_AUTOTUNE_LEVEL=0]`:
-    the labels of its rows, each checked."""
-    labels = re.split(r",(?![^\[]*\])", text)  # commas outside brackets
-    for label in labels:
-        backend_and_environment(label)
-    return labels
+    each row's label -> its backend and environment variables."""
+    return {label: backend_and_environment(label) for label in re.split(r",(?![^\[]*\])", text)}  # commas outside []
 
 
 def backend_and_environment(label: str) -> tuple[str, dict[str, str]]:

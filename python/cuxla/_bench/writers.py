@@ -151,7 +151,7 @@ def write_train(rows: list[dict], card: str, rounds: int, steps: int, tf32: bool
                 lines.append(f"| {r['model']} | {r['backend']} | {r['step_ms']:.2f} | profile failed: "
                              f"{p['error'][:80]} |")
                 continue
-            longest = "; ".join(f"{k['name'][:40]} {k['ms']:.2f}" for k in p["longest"])
+            longest = "; ".join(_longest_kernels(p))
             lines.append(f"| {r['model']} | {r['backend']} | {r['step_ms']:.2f} | {p['device_busy_ms']:.2f} | "
                          f"{r['step_ms'] - p['device_busy_ms']:.2f} | {p['device_events']:.0f} | " +
                          " | ".join(f"{p['ms_by_kind'][k]:.2f}" for k in kinds) + f" | {longest} |")
@@ -182,9 +182,13 @@ def step_profile_said(profile: dict, step_ms: float) -> str:
     if "error" in profile:
         return f"profile failed: {profile['error']}"
     kinds = ", ".join(f"{kind} {ms:.2f}" for kind, ms in profile["ms_by_kind"].items())
-    longest = ", ".join(f"{k['name'][:40]} {k['ms']:.2f}" for k in profile["longest"])
+    longest = ", ".join(_longest_kernels(profile))
     return (f"device busy {profile['device_busy_ms']:.2f} of the step's {step_ms:.2f} ms, "
             f"{profile['device_events']:.0f} kernels and copies: {kinds} ms; longest: {longest}")
+
+
+def _longest_kernels(profile: dict) -> list[str]:
+    return [f"{k['name'][:40]} {k['ms']:.2f}" for k in profile["longest"]]
 
 
 def _cell(value, form: str) -> str:
