@@ -16,6 +16,17 @@ written out (scores, softmax, mask), as `jax.nn.dot_product_attention` has no
 dropout. The CPU flash kernel's backward takes no RNG state: with dropout it
 keeps PyTorch's kernels (PyTorch picks its math path for dropout on the CPU).
 
+Which fused attention XLA runs is `CUXLA_ATTENTION`'s: "xla" (the default)
+writes attention out as XLA's own ops (scores, softmax, products), on every
+platform and dtype; "cudnn" asks XLA's CUDA compiler for cuDNN's flash
+attention (a custom call it builds with cuDNN) where cuDNN takes it:
+float16 or bfloat16, no mask beyond causal, no dropout, head size a
+multiple of 8 up to 128 (256 from compute capability 9.0); elsewhere, and
+where JAX's cuDNN checks refuse a shape, XLA's own, said in the log. JAX's
+checks ask JAX's GPU client for the compute capability; while lowering they
+are answered from PyTorch's current CUDA device instead, so that no JAX
+client is made (lowering touches no device).
+
 Tensors are (batch, heads, sequence, head size) as in PyTorch; the key and
 value may have fewer heads than the query (grouped-query attention). A
 boolean mask keeps the positions where it is True; a float mask is added to
@@ -23,11 +34,27 @@ the scores. The log-sum-exp is float32, (batch, heads, query sequence).
 """
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
+import os
+import threading
 
 import torch
 
 aten = torch.ops.aten
+log = logging.getLogger("cuxla.dynamo")
+
+_IMPLEMENTATIONS = ("xla", "cudnn")
+
+
+def implementation(platform: str) -> str:
+    """The fused attention lowered for `platform`: `CUXLA_ATTENTION`'s
+    choice on CUDA ("xla" unless set), "xla" elsewhere."""
+    chosen = os.environ.get("CUXLA_ATTENTION", "xla") or "xla"
+    if chosen not in _IMPLEMENTATIONS:
+        raise ValueError(f"CUXLA_ATTENTION={chosen!r} is not one of {', '.join(_IMPLEMENTATIONS)}")
+    return chosen if platform == "cuda" else "xla"
 
 
 def _scale(query: torch.Tensor, scale: float | None) -> float:
@@ -247,10 +274,73 @@ def _jax_attention(query, key, value, bias, is_causal, scale, dropout_p=0.0, see
     mask = None
     if bias is not None and bias.dtype == jnp.bool_:
         mask, bias = bias, None
-    out, lse = jax.nn.dot_product_attention(heads_second(query), heads_second(key), heads_second(value),
-                                            bias=bias, mask=mask, scale=scale, is_causal=is_causal,
-                                            return_residual=True)
+    q, k, v = heads_second(query), heads_second(key), heads_second(value)
+    out_lse = None
+    if bias is None and mask is None and query.dtype in (jnp.bfloat16, jnp.float16) and \
+            implementation(_torchax_platform() or "cpu") == "cudnn":
+        out_lse = _cudnn_attention(q, k, v, is_causal, scale)
+    if out_lse is None:
+        out_lse = jax.nn.dot_product_attention(q, k, v, bias=bias, mask=mask, scale=scale, is_causal=is_causal,
+                                               return_residual=True)
+    out, lse = out_lse
     return heads_second(out), heads_second(lse).astype(jnp.float32)
+
+
+def _torchax_platform() -> str | None:
+    from . import _torchax
+
+    return _torchax.lowering_platform()
+
+
+def _cudnn_attention(q, k, v, is_causal, scale):
+    """cuDNN's flash attention on (B, T, N, H) arrays: (output, log-sum-exp),
+    or None where JAX's cuDNN checks refuse the shape."""
+    import jax
+
+    if _capability() < (8, 0):
+        log.info("attention runs as XLA's own ops: cuDNN's flash attention needs compute capability 8.0, "
+                 "this GPU has %d.%d", *_capability())
+        return None
+    try:
+        return jax.nn.dot_product_attention(q, k, v, scale=scale, is_causal=is_causal, implementation="cudnn",
+                                            return_residual=True)
+    except (NotImplementedError, ValueError, RuntimeError) as refused:
+        log.info("attention of %s x %s runs as XLA's own ops: cuDNN's path refused it: %s",
+                 tuple(q.shape), q.dtype, str(refused).strip().splitlines()[0] if str(refused).strip() else refused)
+        return None
+
+
+def _capability() -> tuple[int, int]:
+    """PyTorch's current CUDA device's compute capability; (0, 0) without one."""
+    return tuple(torch.cuda.get_device_capability()) if torch.cuda.is_available() else (0, 0)
+
+
+_cudnn_checks_lock = threading.RLock()
+
+
+@contextlib.contextmanager
+def jax_cudnn_checks_from_torch():
+    """While lowering for CUDA: JAX's cuDNN attention checks answered from
+    PyTorch's current CUDA device's compute capability, not JAX's GPU client."""
+    if implementation("cuda") != "cudnn":
+        yield
+        return
+    from jax._src.cudnn import fused_attention_stablehlo as checks
+
+    def parsed(capability: str) -> tuple[int, ...]:
+        return tuple(int(x) for x in capability.split("."))
+
+    answers = {"check_compute_capability": lambda capability: _capability() >= parsed(capability),
+               "is_cuda_compute_capability_equal": lambda capability: _capability() == parsed(capability)}
+    with _cudnn_checks_lock:
+        originals = {name: getattr(checks, name) for name in answers if hasattr(checks, name)}
+        for name in originals:
+            setattr(checks, name, answers[name])
+        try:
+            yield
+        finally:
+            for name, original in originals.items():
+                setattr(checks, name, original)
 
 
 def _jax_attention_with_dropout(query, key, value, bias, is_causal, scale, dropout_p, seed):

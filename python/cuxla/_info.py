@@ -109,6 +109,25 @@ def _frameworks_report() -> None:
                       ("transformers", "the model zoo of bench models")):
         version = _version(name)
         print(f"  {name}: " + (version if version else f"not installed (needed for {use})"))
+    if torch_version is not None and _version("jax") is not None:
+        print(f"  torch.compile's attention on CUDA: {_cuda_attention()}")
+
+
+def _cuda_attention() -> str:
+    """Which attention XLA runs in compiled CUDA graphs (CUXLA_ATTENTION), and why not cuDNN's where asked."""
+    from . import _attention
+
+    try:
+        chosen = _attention.implementation("cuda")
+    except ValueError as error:
+        return str(error)
+    if chosen != "cudnn":
+        return "XLA's own ops (CUXLA_ATTENTION=cudnn: cuDNN's flash attention)"
+    from jax._src.lib import cuda_versions
+
+    if cuda_versions is None:
+        return "cuDNN's asked, but JAX's CUDA plugin libraries are not installed: XLA's own ops"
+    return f"cuDNN's flash attention (cuDNN {cuda_versions.cudnn_get_version()}), where it takes the shape"
 
 
 def report(only: str | None = None) -> int:

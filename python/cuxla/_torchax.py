@@ -27,6 +27,7 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import logging
 
@@ -115,18 +116,34 @@ class _LoweringOnlyDevice:  # the name must contain "Device" for jax.default_dev
         self.client = _LoweringOnlyClient(platform)
 
 
+_platform_lowered_for: contextvars.ContextVar[str | None] = contextvars.ContextVar("platform", default=None)
+
+
 @contextlib.contextmanager
 def lowering_context(platform: str, mesh=None):
     """Tracing for `platform` ("cpu" or "cuda") without JAX devices, on
     `mesh` (a JAX AbstractMesh; default one device), with 64-bit types and
-    matrix products at `matmul_precision(platform)`."""
+    matrix products at `matmul_precision(platform)`; on CUDA, JAX's cuDNN
+    attention checks answered without JAX's GPU client."""
     import jax
+
+    from . import _attention
 
     mesh = mesh if mesh is not None else abstract_mesh((1,), ("_",))
     x64 = jax.enable_x64(True) if hasattr(jax, "enable_x64") else jax.experimental.enable_x64()
-    with (x64, jax.default_matmul_precision(matmul_precision(platform)), jax.sharding.use_abstract_mesh(mesh),
-          jax.default_device(_LoweringOnlyDevice(platform))):
-        yield
+    cudnn_checks = _attention.jax_cudnn_checks_from_torch() if platform == "cuda" else contextlib.nullcontext()
+    token = _platform_lowered_for.set(platform)
+    try:
+        with (x64, jax.default_matmul_precision(matmul_precision(platform)), jax.sharding.use_abstract_mesh(mesh),
+              jax.default_device(_LoweringOnlyDevice(platform)), cudnn_checks):
+            yield
+    finally:
+        _platform_lowered_for.reset(token)
+
+
+def lowering_platform() -> str | None:
+    """The platform being lowered for (inside `lowering_context`), else None."""
+    return _platform_lowered_for.get()
 
 
 def abstract_mesh(shape: tuple[int, ...], names: tuple[str, ...]):

@@ -384,13 +384,13 @@ def _lowering_key(gm: torch.fx.GraphModule, inputs: Sequence[torch.Tensor], out_
     """What a graph's StableHLO follows from: the graph's code (its ops and
     their arguments), the function each op lowers by, its inputs' shapes,
     dtypes and strides, its outputs' dtypes and those left out of the
-    program, the platform and its matmul precision, the versions of PyTorch,
-    JAX and torchax, and the source of cuxla's own lowering code."""
+    program, the platform, its matmul precision and attention, the versions
+    of PyTorch, JAX and torchax, and the source of cuxla's own lowering code."""
     import jax
     import torchax  # imported already: the lowering context made its environment
 
     versions = [_lowering_source_digest(), torch.__version__, jax.__version__, torchax.__version__,
-                _torchax.matmul_precision(platform)]
+                _torchax.matmul_precision(platform), _attention.implementation(platform)]
     lowerings = sorted({_torchax.lowering_name(n.target) for n in gm.graph.nodes if _is_aten_op(n)})
     described = [platform, *versions, gm.code, lowerings,
                  [(tuple(t.shape), str(t.dtype), tuple(t.stride())) for t in inputs], [str(d) for d in out_dtypes],

@@ -215,3 +215,104 @@ def test_a_fully_masked_row_attends_to_nothing():
     mask[2] = False
     out, _ = _attention.attention(q, k, v, mask, False, 0.35)
     assert torch.isfinite(out).all() and torch.equal(out[:, :, 2], torch.zeros_like(out[:, :, 2]))
+
+
+def _lowered_for_cuda(dtype, causal=True, masked=False):
+    """The StableHLO of attention's forward and backward lowered for CUDA
+    (grouped queries, 64-wide heads, a boolean mask if `masked`), as cuxla
+    lowers a graph."""
+    import jax
+    import jax.numpy as jnp
+
+    from cuxla import _torchax
+
+    def forward_and_backward(q, k, v, g, mask):
+        out, _ = _attention._jax_attention(q, k, v, mask, causal, 0.125)
+        return out, _attention._jax_attention_backward(g, q, k, v, mask, causal, 0.125)
+
+    queries = jax.ShapeDtypeStruct((2, 8, 128, 64), dtype)
+    keys = jax.ShapeDtypeStruct((2, 2, 128, 64), dtype)
+    mask = jax.ShapeDtypeStruct((128, 128), jnp.bool_) if masked else None
+    _torchax.environment()
+    with _torchax.lowering_context("cuda"):
+        return jax.jit(forward_and_backward).trace(queries, keys, keys, queries, mask).lower(
+            lowering_platforms=("cuda",)).as_text()
+
+
+@pytest.fixture
+def a_hopper_gpu_with_cudnn(monkeypatch):
+    """JAX's cuDNN checks as on an H100 with cuDNN 9.10, where this machine
+    may have neither; JAX's own GPU client must never be asked for."""
+    from jax._src import xla_bridge
+    from jax._src.cudnn import fused_attention_stablehlo
+
+    monkeypatch.setattr(fused_attention_stablehlo, "check_cudnn_version", lambda: 91000)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+
+    def no_jax_client(*args, **kwargs):
+        raise AssertionError("lowering asked JAX for its GPU client")
+
+    monkeypatch.setattr(xla_bridge, "get_backend", no_jax_client)
+    monkeypatch.setattr(xla_bridge, "local_devices", no_jax_client)
+
+
+def test_cudnn_attention_is_lowered_for_cuda_where_asked(monkeypatch, a_hopper_gpu_with_cudnn):
+    import jax.numpy as jnp
+
+    monkeypatch.setenv("CUXLA_ATTENTION", "cudnn")
+    text = _lowered_for_cuda(jnp.bfloat16)
+    assert "__cudnn$fmhaSoftmax" in text and "__cudnn$fmhaSoftmaxBackward" in text
+    # Where cuDNN does not take it: float32, a mask, or not asked for.
+    assert "__cudnn$fmha" not in _lowered_for_cuda(jnp.float32)
+    assert "__cudnn$fmha" not in _lowered_for_cuda(jnp.bfloat16, masked=True)
+    monkeypatch.setenv("CUXLA_ATTENTION", "xla")
+    assert "__cudnn$fmha" not in _lowered_for_cuda(jnp.bfloat16)
+    assert _attention.implementation("cuda") == "xla"
+
+
+def test_cudnn_attention_needs_compute_capability_8(monkeypatch, a_hopper_gpu_with_cudnn):
+    import jax.numpy as jnp
+
+    monkeypatch.setenv("CUXLA_ATTENTION", "cudnn")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
+    assert "__cudnn$fmha" not in _lowered_for_cuda(jnp.bfloat16)
+
+
+def test_cudnn_attention_is_never_lowered_for_the_cpu(monkeypatch, a_hopper_gpu_with_cudnn):
+    monkeypatch.setenv("CUXLA_ATTENTION", "cudnn")
+    assert _attention.implementation("cpu") == "xla" and _attention.implementation("cuda") == "cudnn"
+
+
+def test_an_unknown_attention_setting_is_a_value_error(monkeypatch):
+    monkeypatch.setenv("CUXLA_ATTENTION", "flash")
+    with pytest.raises(ValueError, match=r"CUXLA_ATTENTION='flash' is not one of xla, cudnn"):
+        _attention.implementation("cuda")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="cuDNN's attention runs on a CUDA GPU")
+def test_compiled_bfloat16_attention_through_cudnn_matches_pytorch(monkeypatch, client):
+    monkeypatch.setenv("CUXLA_ATTENTION", "cudnn")
+    taken = []
+    cudnn_attention = _attention._cudnn_attention
+    monkeypatch.setattr(_attention, "_cudnn_attention",
+                        lambda *args: taken.append(cudnn_attention(*args)) or taken[-1])
+    torch.manual_seed(0)
+    q = torch.randn(2, 8, 128, 64, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(2, 2, 128, 64, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    expected, expected_grads = _reference(q.float(), k.float(), v.float(), None, True)
+
+    def attention(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+    torch._dynamo.reset()
+    cuxla.dynamo.reset_report()
+    q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+    out = torch.compile(attention, backend="cuxla")(q, k, v)
+    grads = torch.autograd.grad(out, (q, k, v), torch.ones_like(out))
+    assert taken and all(t is not None for t in taken), "cuDNN's path was not lowered"
+    torch.testing.assert_close(out.float(), expected, rtol=2e-2, atol=2e-2)
+    for got, want in zip(grads, expected_grads):
+        torch.testing.assert_close(got.float(), want, rtol=5e-2, atol=5e-2)
+    report = cuxla.dynamo.report()
+    assert report["xla_programs"] == report["graphs"] == 2 and report["xla_ops"] == report["aten_ops"], report

@@ -73,6 +73,20 @@ def test_info_reports_plugins_versions_and_devices(client):
     assert f"XLA_FLAGS: {os.environ.get('XLA_FLAGS') or '(none)'}" in out  # what XLA reads, as cuxla left it
 
 
+def test_info_says_which_attention_compiled_cuda_graphs_run():
+    from jax._src.lib import cuda_versions
+
+    def said(setting: str) -> list[str]:
+        out = _run("info", env={**os.environ, "CUXLA_ATTENTION": setting}).stdout
+        return [line.split(": ", 1)[1] for line in out.splitlines() if "torch.compile's attention on CUDA" in line]
+
+    assert said("xla") == ["XLA's own ops (CUXLA_ATTENTION=cudnn: cuDNN's flash attention)"]
+    (cudnn,) = said("cudnn")
+    assert cudnn.startswith("cuDNN's flash attention (cuDNN ") if cuda_versions else \
+        cudnn.endswith("JAX's CUDA plugin libraries are not installed: XLA's own ops")
+    assert said("flash") == ["CUXLA_ATTENTION='flash' is not one of xla, cudnn"]
+
+
 def test_info_says_why_a_platform_is_missing(client):
     result = _run("info")
     for platform in ("cuda", "cpu"):
