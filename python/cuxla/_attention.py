@@ -35,6 +35,7 @@ the scores. The log-sum-exp is float32, (batch, heads, query sequence).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import math
 import os
@@ -277,19 +278,13 @@ def _jax_attention(query, key, value, bias, is_causal, scale, dropout_p=0.0, see
     q, k, v = heads_second(query), heads_second(key), heads_second(value)
     out_lse = None
     if bias is None and mask is None and query.dtype in (jnp.bfloat16, jnp.float16) and \
-            implementation(_torchax_platform() or "cpu") == "cudnn":
+            _lowering_for_cuda.get() and implementation("cuda") == "cudnn":
         out_lse = _cudnn_attention(q, k, v, is_causal, scale)
     if out_lse is None:
         out_lse = jax.nn.dot_product_attention(q, k, v, bias=bias, mask=mask, scale=scale, is_causal=is_causal,
                                                return_residual=True)
     out, lse = out_lse
     return heads_second(out), heads_second(lse).astype(jnp.float32)
-
-
-def _torchax_platform() -> str | None:
-    from . import _torchax
-
-    return _torchax.lowering_platform()
 
 
 def _cudnn_attention(q, k, v, is_causal, scale):
@@ -315,16 +310,25 @@ def _capability() -> tuple[int, int]:
     return tuple(torch.cuda.get_device_capability()) if torch.cuda.is_available() else (0, 0)
 
 
+_lowering_for_cuda: contextvars.ContextVar[bool] = contextvars.ContextVar("lowering_for_cuda", default=False)
 _cudnn_checks_lock = threading.RLock()
 
 
 @contextlib.contextmanager
-def jax_cudnn_checks_from_torch():
-    """While lowering for CUDA: JAX's cuDNN attention checks answered from
-    PyTorch's current CUDA device's compute capability, not JAX's GPU client."""
-    if implementation("cuda") != "cudnn":
-        yield
-        return
+def lowering_for_cuda():
+    """Lowering for CUDA, where attention may take cuDNN's path: JAX's cuDNN
+    checks are then answered from PyTorch's current CUDA device's compute
+    capability, not from JAX's GPU client."""
+    token = _lowering_for_cuda.set(True)
+    try:
+        with _cudnn_checks_from_torch() if implementation("cuda") == "cudnn" else contextlib.nullcontext():
+            yield
+    finally:
+        _lowering_for_cuda.reset(token)
+
+
+@contextlib.contextmanager
+def _cudnn_checks_from_torch():
     from jax._src.cudnn import fused_attention_stablehlo as checks
 
     def parsed(capability: str) -> tuple[int, ...]:

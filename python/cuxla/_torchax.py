@@ -27,7 +27,6 @@
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import functools
 import logging
 
@@ -116,9 +115,6 @@ class _LoweringOnlyDevice:  # the name must contain "Device" for jax.default_dev
         self.client = _LoweringOnlyClient(platform)
 
 
-_platform_lowered_for: contextvars.ContextVar[str | None] = contextvars.ContextVar("platform", default=None)
-
-
 @contextlib.contextmanager
 def lowering_context(platform: str, mesh=None):
     """Tracing for `platform` ("cpu" or "cuda") without JAX devices, on
@@ -131,19 +127,10 @@ def lowering_context(platform: str, mesh=None):
 
     mesh = mesh if mesh is not None else abstract_mesh((1,), ("_",))
     x64 = jax.enable_x64(True) if hasattr(jax, "enable_x64") else jax.experimental.enable_x64()
-    cudnn_checks = _attention.jax_cudnn_checks_from_torch() if platform == "cuda" else contextlib.nullcontext()
-    token = _platform_lowered_for.set(platform)
-    try:
-        with (x64, jax.default_matmul_precision(matmul_precision(platform)), jax.sharding.use_abstract_mesh(mesh),
-              jax.default_device(_LoweringOnlyDevice(platform)), cudnn_checks):
-            yield
-    finally:
-        _platform_lowered_for.reset(token)
-
-
-def lowering_platform() -> str | None:
-    """The platform being lowered for (inside `lowering_context`), else None."""
-    return _platform_lowered_for.get()
+    attention = _attention.lowering_for_cuda() if platform == "cuda" else contextlib.nullcontext()
+    with (x64, jax.default_matmul_precision(matmul_precision(platform)), jax.sharding.use_abstract_mesh(mesh),
+          jax.default_device(_LoweringOnlyDevice(platform)), attention):
+        yield
 
 
 def abstract_mesh(shape: tuple[int, ...], names: tuple[str, ...]):
