@@ -811,7 +811,12 @@ class _CompiledGraph(OutputCode):
         # node's metadata only its value (a fake tensor) is read again.
         ops = Options(ops_filter=lambda name: _ops_filter_safe(name) or name.startswith("torch.ops.cuxla."),
                       node_metadata_key_filter=lambda key: key == "val")
-        self._pickled, self._graph, self._run = GraphPickler.dumps(self._graph, ops), None, None
+        try:
+            pickled = GraphPickler.dumps(self._graph, ops)
+        except Exception as error:  # PyTorch then keeps no entry, and says so without saying where
+            log.warning("AOTAutograd's cache keeps no entry for this graph: %s", _unpicklable(self._graph, ops, error))
+            raise
+        self._pickled, self._graph, self._run = pickled, None, None
 
     def post_compile(self, example_inputs: Sequence[Any], constants: Any, graph_kwargs: Any) -> None:
         if self._run is not None:  # compiled in this process
@@ -826,6 +831,29 @@ class _CompiledGraph(OutputCode):
 
     def set_triton_bundle(self, triton_bundle: Any) -> None:
         pass  # no Triton kernels
+
+
+def _unpicklable(gm: torch.fx.GraphModule, options: Any, error: Exception) -> str:
+    """Which part of `gm` GraphPickler failed on (`error`): an attribute of
+    the module, or a node's arguments or value."""
+    from torch.fx._graph_pickler import GraphPickler
+
+    def fails(value: Any) -> bool:
+        try:
+            GraphPickler.dumps(value, options)
+        except Exception:
+            return True
+        return False
+
+    for name, value in gm.__dict__.items():
+        if name != "_graph" and fails(value):
+            return f"its attribute {name!r} ({type(value).__name__}) cannot be pickled: {_one_line(error)}"
+    for node in gm.graph.nodes:
+        held = [leaf for leaf in pytree.tree_leaves((node.args, node.kwargs, node.meta.get("val")))
+                if not isinstance(leaf, torch.fx.Node)]
+        if fails(held):
+            return f"node {node.name} ({node.target}) holds what cannot be pickled: {_one_line(error)}"
+    return _one_line(error)
 
 
 def _compile_for_aot_cache(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> _CompiledGraph:

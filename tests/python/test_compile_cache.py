@@ -229,6 +229,29 @@ def test_aot_autograds_entries_are_of_one_cuxla_and_only_with_cuxlas_cache_on(tm
     assert other["losses"] == _rounding_of(first["losses"]) and off["losses"] == _rounding_of(first["losses"])
 
 
+@pytest.mark.parametrize("where", ["attribute", "argument"])
+def test_a_graph_aot_autograds_cache_cannot_keep_is_said_with_what_in_it(caplog, where):
+    # PyTorch's warning says only that pickling failed; cuxla's names the part.
+    torch = pytest.importorskip("torch")
+    from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
+
+    import cuxla.dynamo
+
+    with FunctionalTensorMode():
+        no_data = FunctionalTensor.to_functional(torch.ones(2))  # a tensor without data of its own
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    graph.output(graph.call_function(torch.add, (x, no_data if where == "argument" else 1)))
+    gm = torch.fx.GraphModule({}, graph)
+    if where == "attribute":
+        gm.stray = no_data
+    with caplog.at_level("WARNING", logger="cuxla.dynamo"), pytest.raises(RuntimeError):
+        cuxla.dynamo._CompiledGraph(gm).prepare_for_serialization()
+    part = "its attribute 'stray' (FunctionalTensor) cannot be pickled" if where == "attribute" else \
+        "node add (<built-in method add of type object at "
+    assert f"AOTAutograd's cache keeps no entry for this graph: {part}" in caplog.text, caplog.text
+
+
 def test_a_malformed_size_bound_is_a_value_error_naming_it(tmp_path, monkeypatch):
     import cuxla
 
