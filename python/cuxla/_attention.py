@@ -300,8 +300,9 @@ def _cudnn_attention(q, k, v, is_causal, scale):
         return jax.nn.dot_product_attention(q, k, v, scale=scale, is_causal=is_causal, implementation="cudnn",
                                             return_residual=True)
     except (NotImplementedError, ValueError, RuntimeError) as refused:
-        log.info("attention of %s x %s runs as XLA's own ops: cuDNN's path refused it: %s",
-                 tuple(q.shape), q.dtype, str(refused).strip().splitlines()[0] if str(refused).strip() else refused)
+        said = str(refused).strip().splitlines() or [type(refused).__name__]
+        log.info("attention of %s x %s runs as XLA's own ops: cuDNN's path refused it: %s", tuple(q.shape), q.dtype,
+                 said[0])
         return None
 
 
@@ -329,6 +330,7 @@ def lowering_for_cuda():
 
 @contextlib.contextmanager
 def _cudnn_checks_from_torch():
+    """JAX's two compute-capability checks, answered from PyTorch's device (one lowering at a time)."""
     from jax._src.cudnn import fused_attention_stablehlo as checks
 
     def parsed(capability: str) -> tuple[int, ...]:
