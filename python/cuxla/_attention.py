@@ -278,7 +278,7 @@ def _jax_attention(query, key, value, bias, is_causal, scale, dropout_p=0.0, see
     q, k, v = heads_second(query), heads_second(key), heads_second(value)
     out_lse = None
     if bias is None and mask is None and query.dtype in (jnp.bfloat16, jnp.float16) and \
-            _lowering_for_cuda.get() and implementation("cuda") == "cudnn":
+            _cudnn_lowering.get():
         out_lse = _cudnn_attention(q, k, v, is_causal, scale)
     if out_lse is None:
         out_lse = jax.nn.dot_product_attention(q, k, v, bias=bias, mask=mask, scale=scale, is_causal=is_causal,
@@ -311,26 +311,31 @@ def _capability() -> tuple[int, int]:
     return tuple(torch.cuda.get_device_capability()) if torch.cuda.is_available() else (0, 0)
 
 
-_lowering_for_cuda: contextvars.ContextVar[bool] = contextvars.ContextVar("lowering_for_cuda", default=False)
+_cudnn_lowering: contextvars.ContextVar[bool] = contextvars.ContextVar("cudnn_lowering", default=False)
 _cudnn_checks_lock = threading.RLock()
 
 
 @contextlib.contextmanager
 def lowering_for_cuda():
-    """Lowering for CUDA, where attention may take cuDNN's path: JAX's cuDNN
-    checks are then answered from PyTorch's current CUDA device's compute
-    capability, not from JAX's GPU client."""
-    token = _lowering_for_cuda.set(True)
-    try:
-        with _cudnn_checks_from_torch() if implementation("cuda") == "cudnn" else contextlib.nullcontext():
+    """Lowering for CUDA, where attention takes cuDNN's path if asked:
+    JAX's cuDNN checks are then answered from PyTorch's current CUDA
+    device's compute capability, not from JAX's GPU client (a JAX whose
+    checks are not those two functions keeps XLA's own attention)."""
+    if implementation("cuda") != "cudnn":
+        yield
+        return
+    with _cudnn_checks_from_torch() as answered:
+        token = _cudnn_lowering.set(answered)
+        try:
             yield
-    finally:
-        _lowering_for_cuda.reset(token)
+        finally:
+            _cudnn_lowering.reset(token)
 
 
 @contextlib.contextmanager
 def _cudnn_checks_from_torch():
-    """JAX's two compute-capability checks, answered from PyTorch's device (one lowering at a time)."""
+    """JAX's two compute-capability checks, answered from PyTorch's device
+    (one lowering at a time); gives whether both were there to answer."""
     from jax._src.cudnn import fused_attention_stablehlo as checks
 
     def parsed(capability: str) -> tuple[int, ...]:
@@ -340,10 +345,13 @@ def _cudnn_checks_from_torch():
                "is_cuda_compute_capability_equal": lambda capability: _capability() == parsed(capability)}
     with _cudnn_checks_lock:
         originals = {name: getattr(checks, name) for name in answers if hasattr(checks, name)}
+        if len(originals) < len(answers):
+            log.info("attention runs as XLA's own ops: this JAX has no %s to answer",
+                     ", ".join(sorted(set(answers) - set(originals))))
         for name in originals:
             setattr(checks, name, answers[name])
         try:
-            yield
+            yield len(originals) == len(answers)
         finally:
             for name, original in originals.items():
                 setattr(checks, name, original)

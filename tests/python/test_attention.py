@@ -279,6 +279,16 @@ def test_cudnn_attention_needs_compute_capability_8(monkeypatch, a_hopper_gpu_wi
     assert "__cudnn$fmha" not in _lowered_for_cuda(jnp.bfloat16)
 
 
+def test_cudnn_attention_is_not_taken_where_jax_has_other_checks(monkeypatch, a_hopper_gpu_with_cudnn):
+    # A JAX whose checks cuxla does not know would ask its own GPU client: XLA's own attention instead.
+    import jax.numpy as jnp
+    from jax._src.cudnn import fused_attention_stablehlo
+
+    monkeypatch.setenv("CUXLA_ATTENTION", "cudnn")
+    monkeypatch.delattr(fused_attention_stablehlo, "is_cuda_compute_capability_equal")
+    assert "__cudnn$fmha" not in _lowered_for_cuda(jnp.bfloat16)
+
+
 def test_cudnn_attention_is_never_lowered_for_the_cpu(monkeypatch, a_hopper_gpu_with_cudnn):
     monkeypatch.setenv("CUXLA_ATTENTION", "cudnn")
     assert _attention.implementation("cpu") == "xla" and _attention.implementation("cuda") == "cudnn"
