@@ -20,7 +20,9 @@ Which fused attention XLA runs is `CUXLA_ATTENTION`'s: "xla" (the default)
 writes attention out as XLA's own ops (scores, softmax, products), on every
 platform and dtype; "cudnn" asks XLA's CUDA compiler for cuDNN's flash
 attention (a custom call it builds with cuDNN) where cuDNN takes it:
-float16 or bfloat16, no mask beyond causal, no dropout, head size a
+float16 or bfloat16, causal or not, an additive mask or none (the
+materialized causal mask transformers gives on CUDA is one; a boolean mask,
+or a mask with a gradient, stays XLA's own), no dropout, head size a
 multiple of 8 up to 128 (256 from compute capability 9.0); elsewhere, and
 where JAX's cuDNN checks refuse a shape, XLA's own, said in the log. JAX's
 checks ask JAX's GPU client for the compute capability; while lowering they
@@ -261,7 +263,8 @@ DECOMPOSITIONS = {
 """ATen attention kernel -> its rewrite to the pair, for AOTAutograd's decomposition table."""
 
 
-def _jax_attention(query, key, value, bias, is_causal, scale, dropout_p=0.0, seed=None):
+def _jax_attention(query, key, value, bias, is_causal, scale, dropout_p=0.0, seed=None, cudnn=True):
+    """Attention's (output, log-sum-exp); `cudnn`: cuDNN's where lowering for it and it takes this."""
     import jax
     import jax.numpy as jnp
 
@@ -277,9 +280,8 @@ def _jax_attention(query, key, value, bias, is_causal, scale, dropout_p=0.0, see
         mask, bias = bias, None
     q, k, v = heads_second(query), heads_second(key), heads_second(value)
     out_lse = None
-    if bias is None and mask is None and query.dtype in (jnp.bfloat16, jnp.float16) and \
-            _cudnn_lowering.get():
-        out_lse = _cudnn_attention(q, k, v, is_causal, scale)
+    if cudnn and mask is None and query.dtype in (jnp.bfloat16, jnp.float16) and _cudnn_lowering.get():
+        out_lse = _cudnn_attention(q, k, v, bias, is_causal, scale)
     if out_lse is None:
         out_lse = jax.nn.dot_product_attention(q, k, v, bias=bias, mask=mask, scale=scale, is_causal=is_causal,
                                                return_residual=True)
@@ -287,23 +289,48 @@ def _jax_attention(query, key, value, bias, is_causal, scale, dropout_p=0.0, see
     return heads_second(out), heads_second(lse).astype(jnp.float32)
 
 
-def _cudnn_attention(q, k, v, is_causal, scale):
-    """cuDNN's flash attention on (B, T, N, H) arrays: (output, log-sum-exp),
-    or None where JAX's cuDNN checks refuse the shape."""
+def _cudnn_attention(q, k, v, bias, is_causal, scale):
+    """cuDNN's flash attention on (B, T, N, H) arrays, with an additive bias
+    (B or 1, N or 1, T, S) that is not differentiated, or none: (output,
+    log-sum-exp), or None where JAX's cuDNN checks refuse the shape."""
     import jax
+    import jax.numpy as jnp
+    from jax._src.cudnn import fused_attention_stablehlo as cudnn
 
     if _capability() < (8, 0):
         log.info("attention runs as XLA's own ops: cuDNN's flash attention needs compute capability 8.0, "
                  "this GPU has %d.%d", *_capability())
         return None
+    if bias is not None:
+        # A mask made additive (transformers' on CUDA: the dtype's lowest
+        # number) stops at JAX's own masks' number: cuDNN mishandles the
+        # difference of two such numbers. A row is weighted alike either way.
+        lowest = -(2.0 ** 41) if q.dtype == jnp.bfloat16 else -(2.0 ** 15)
+        bias = jnp.maximum(bias.astype(q.dtype), jnp.asarray(lowest, q.dtype))
     try:
-        return jax.nn.dot_product_attention(q, k, v, scale=scale, is_causal=is_causal, implementation="cudnn",
-                                            return_residual=True)
+        # JAX has cuDNN write the bias's gradient too unless told it is not wanted.
+        with _cudnn_checks_lock, _replaced(cudnn, "should_export_dbias", lambda *args: False):
+            return jax.nn.dot_product_attention(q, k, v, bias=bias, scale=scale, is_causal=is_causal,
+                                                implementation="cudnn", return_residual=True)
     except (NotImplementedError, ValueError, RuntimeError) as refused:
         said = str(refused).strip().splitlines() or [type(refused).__name__]
         log.info("attention of %s x %s runs as XLA's own ops: cuDNN's path refused it: %s", tuple(q.shape), q.dtype,
                  said[0])
         return None
+
+
+@contextlib.contextmanager
+def _replaced(module, name: str, value):
+    """`module.name` is `value` inside, if the module has that name."""
+    if not hasattr(module, name):
+        yield
+        return
+    original = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, original)
 
 
 def _capability() -> tuple[int, int]:
@@ -343,18 +370,13 @@ def _cudnn_checks_from_torch():
 
     answers = {"check_compute_capability": lambda capability: _capability() >= parsed(capability),
                "is_cuda_compute_capability_equal": lambda capability: _capability() == parsed(capability)}
-    with _cudnn_checks_lock:
-        originals = {name: getattr(checks, name) for name in answers if hasattr(checks, name)}
-        if len(originals) < len(answers):
-            log.info("attention runs as XLA's own ops: this JAX has no %s to answer",
-                     ", ".join(sorted(set(answers) - set(originals))))
-        for name in originals:
-            setattr(checks, name, answers[name])
-        try:
-            yield len(originals) == len(answers)
-        finally:
-            for name, original in originals.items():
-                setattr(checks, name, original)
+    with _cudnn_checks_lock, contextlib.ExitStack() as answering:
+        missing = sorted(name for name in answers if not hasattr(checks, name))
+        if missing:
+            log.info("attention runs as XLA's own ops: this JAX has no %s to answer", ", ".join(missing))
+        for name, answer in answers.items():
+            answering.enter_context(_replaced(checks, name, answer))
+        yield not missing
 
 
 def _jax_attention_with_dropout(query, key, value, bias, is_causal, scale, dropout_p, seed):
@@ -381,8 +403,8 @@ def _jax_attention_backward(grad_out, query, key, value, bias, is_causal, scale,
     import jax
     import jax.numpy as jnp
 
-    def output(q, k, v, b=bias):
-        return _jax_attention(q, k, v, b, is_causal, scale, dropout_p, seed)[0]
+    def output(q, k, v, b=bias):  # a mask's gradient is XLA's own attention's: cuDNN's is not asked of it
+        return _jax_attention(q, k, v, b, is_causal, scale, dropout_p, seed, cudnn=not bias_needs_grad)[0]
 
     # The mask is differentiated only where its gradient is asked for.
     _, vjp = jax.vjp(output, query, key, value, *([bias] if bias_needs_grad else []))

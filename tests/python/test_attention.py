@@ -217,10 +217,11 @@ def test_a_fully_masked_row_attends_to_nothing():
     assert torch.isfinite(out).all() and torch.equal(out[:, :, 2], torch.zeros_like(out[:, :, 2]))
 
 
-def _lowered_for_cuda(dtype, causal=True, masked=False):
+def _lowered_for_cuda(dtype, causal=True, masked=False, additive=False, mask_gradient=False):
     """The StableHLO of attention's forward and backward lowered for CUDA
-    (grouped queries, 64-wide heads, a boolean mask if `masked`), as cuxla
-    lowers a graph."""
+    (grouped queries, 64-wide heads; a boolean mask if `masked`, an additive
+    one of (batch, 1, sequence, sequence) as transformers gives on CUDA if
+    `additive`, its gradient asked if `mask_gradient`), as cuxla lowers a graph."""
     import jax
     import jax.numpy as jnp
 
@@ -228,11 +229,12 @@ def _lowered_for_cuda(dtype, causal=True, masked=False):
 
     def forward_and_backward(q, k, v, g, mask):
         out, _ = _attention._jax_attention(q, k, v, mask, causal, 0.125)
-        return out, _attention._jax_attention_backward(g, q, k, v, mask, causal, 0.125)
+        return out, _attention._jax_attention_backward(g, q, k, v, mask, causal, 0.125, bias_needs_grad=mask_gradient)
 
     queries = jax.ShapeDtypeStruct((2, 8, 128, 64), dtype)
     keys = jax.ShapeDtypeStruct((2, 2, 128, 64), dtype)
-    mask = jax.ShapeDtypeStruct((128, 128), jnp.bool_) if masked else None
+    mask = (jax.ShapeDtypeStruct((128, 128), jnp.bool_) if masked else
+            jax.ShapeDtypeStruct((2, 1, 128, 128), dtype) if additive else None)
     _torchax.environment()
     with _torchax.lowering_context("cuda"):
         return jax.jit(forward_and_backward).trace(queries, keys, keys, queries, mask).lower(
@@ -271,6 +273,21 @@ def test_cudnn_attention_is_lowered_for_cuda_where_asked(monkeypatch, a_hopper_g
     assert _attention.implementation("cuda") == "xla"
 
 
+def test_cudnn_attention_takes_an_additive_mask_and_writes_no_gradient_for_it(monkeypatch, a_hopper_gpu_with_cudnn):
+    import re
+
+    import jax.numpy as jnp
+
+    monkeypatch.setenv("CUXLA_ATTENTION", "cudnn")
+    text = _lowered_for_cuda(jnp.bfloat16, causal=False, additive=True)
+    assert "__cudnn$fmhaScaleBiasSoftmax(" in text
+    # The backward's results: the query's, key's and value's gradients and cuDNN's workspace; no mask's gradient.
+    assert re.findall(r"%\S+:(\d+) = stablehlo.custom_call @__cudnn\$fmhaScaleBiasSoftmaxBackward", text) == ["4"]
+    # A mask with a gradient: the backward is XLA's own.
+    text = _lowered_for_cuda(jnp.bfloat16, causal=False, additive=True, mask_gradient=True)
+    assert "__cudnn$fmhaScaleBiasSoftmax(" in text and "Backward" not in text
+
+
 def test_cudnn_attention_needs_compute_capability_8(monkeypatch, a_hopper_gpu_with_cudnn):
     import jax.numpy as jnp
 
@@ -300,7 +317,9 @@ def test_an_unknown_attention_setting_is_a_value_error(monkeypatch):
         _attention.implementation("cuda")
 
 
-def test_compiled_bfloat16_attention_through_cudnn_matches_pytorch(monkeypatch, client):
+@pytest.mark.parametrize("mask", ["causal", "additive causal"])
+def test_compiled_bfloat16_attention_through_cudnn_matches_pytorch(monkeypatch, client, mask):
+    # "additive causal": the causal mask as transformers makes it on CUDA, the dtype's lowest number where masked.
     if client.platform != "cuda":
         pytest.skip("cuDNN's attention runs on a CUDA GPU")
     monkeypatch.setenv("CUXLA_ATTENTION", "cudnn")
@@ -311,10 +330,15 @@ def test_compiled_bfloat16_attention_through_cudnn_matches_pytorch(monkeypatch, 
     torch.manual_seed(0)
     q = torch.randn(2, 8, 128, 64, device="cuda", dtype=torch.bfloat16)
     k, v = (torch.randn(2, 2, 128, 64, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    bias = None
+    if mask == "additive causal":
+        allowed = torch.ones(128, 128, dtype=torch.bool, device="cuda").tril()
+        bias = torch.zeros(2, 1, 128, 128, device="cuda", dtype=torch.bfloat16).masked_fill(
+            ~allowed, torch.finfo(torch.bfloat16).min)
     expected, expected_grads = _reference(q.float(), k.float(), v.float(), None, True)
 
     def attention(q, k, v):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, is_causal=bias is None, enable_gqa=True)
 
     torch._dynamo.reset()
     cuxla.dynamo.reset_report()
