@@ -793,7 +793,7 @@ class _CompiledGraph(OutputCode):
     def __init__(self, gm: torch.fx.GraphModule):
         super().__init__()
         self._boxed_call = True  # called with one list of inputs, as compile_graph's functions are
-        self._graph: torch.fx.GraphModule | None = gm
+        self._graph: torch.fx.GraphModule | None = _empty_constants_made_real(gm)
         self._pickled: bytes | None = None
         self._run: Callable | None = None
 
@@ -831,6 +831,22 @@ class _CompiledGraph(OutputCode):
 
     def set_triton_bundle(self, triton_bundle: Any) -> None:
         pass  # no Triton kernels
+
+
+def _empty_constants_made_real(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """`gm` with its tensor constants that have no elements and were traced
+    as fake or functional tensors made real empty tensors. A model's
+    `torch.tensor([], device="cuda")` (transformers' KV cache starts so) is
+    traced on CUDA as a tensor without data, which AOTAutograd's cache
+    cannot pickle; with no elements, nothing of it is lost."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch._subclasses.functional_tensor import FunctionalTensor
+
+    for name, value in list(gm._buffers.items()):
+        if isinstance(value, (FakeTensor, FunctionalTensor)) and value.numel() == 0:
+            gm.register_buffer(name, torch.empty_strided(value.shape, value.stride(), dtype=value.dtype,
+                                                         device=value.device))
+    return gm
 
 
 def _unpicklable(gm: torch.fx.GraphModule, options: Any, error: Exception) -> str:
