@@ -75,7 +75,8 @@ _lock = threading.Lock()
 _fallbacks: collections.Counter[tuple[str, str]] = collections.Counter()
 _STATS = {"graphs": 0, "xla_programs": 0, "aten_ops": 0, "xla_ops": 0, "lowerings_from_cache": 0,
           "graphs_from_aot_autograd_cache": 0, "aot_autograd_s": 0.0, "lowering_s": 0.0, "compile_s": 0.0,
-          "program_calls": 0, "call_s": 0.0, "device_s": 0.0, "largest_xla_scratch_bytes": 0}
+          "program_calls": 0, "call_s": 0.0, "device_s": 0.0, "largest_xla_scratch_bytes": 0,
+          "largest_xla_program_bytes": (0, 0, 0)}
 _stats = dict(_STATS)
 # (start, end) CUDA events of the calls timed on the device, not yet summed.
 _device_timings: collections.deque = collections.deque()
@@ -97,7 +98,9 @@ def report() -> dict[str, Any]:
     and how many of them run in XLA, AOTAutograd's time
     (tracing the forward and backward, decomposing, partitioning), cuxla's
     time lowering and XLA's compiling, the largest scratch memory XLA
-    planned for a program's execution, the programs' calls and the host's time in them (handing
+    planned for a program's execution, the memory plan of the program that
+    needs the most (its arguments, outputs and scratch, in use at once while
+    it runs), the programs' calls and the host's time in them (handing
     over and launching; XLA's device work runs on after), their time on the
     device (under `time_on_device`), Dynamo's graph breaks (the model's
     Python cut between graphs, under any backend), and every op that runs in
@@ -372,10 +375,12 @@ def _xla_compile(program: str, platform: str, count: bool) -> "cuxla.Executable"
     start = time.perf_counter()
     executable = cuxla.compile(program, client=platform)
     if count:
-        scratch = (executable.memory_sizes() or {}).get("scratch", 0)
+        sizes = executable.memory_sizes() or {}
+        plan = (sizes.get("arguments", 0), sizes.get("outputs", 0), sizes.get("scratch", 0))
         with _lock:
             _stats["compile_s"] += time.perf_counter() - start
-            _stats["largest_xla_scratch_bytes"] = max(_stats["largest_xla_scratch_bytes"], scratch)
+            _stats["largest_xla_scratch_bytes"] = max(_stats["largest_xla_scratch_bytes"], plan[2])
+            _stats["largest_xla_program_bytes"] = max(_stats["largest_xla_program_bytes"], plan, key=sum)
     return executable
 
 

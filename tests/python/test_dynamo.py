@@ -449,6 +449,18 @@ def test_the_forward_saves_no_more_than_eager_does(tdev, name):
         f"eager {sorted(eager.values())}")
 
 
+def test_the_report_gives_the_memory_plan_of_the_program_that_needs_the_most(tdev):
+    # Training's: the backward, whose outputs are the parameters' gradients.
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 8)).to(tdev)
+    torch.compile(model, backend="cuxla")(torch.randn(32, 64, device=tdev)).sum().backward()
+    report = cuxla.dynamo.report()
+    arguments, outputs, scratch = report["largest_xla_program_bytes"]
+    gradients = sum(p.numel() * p.element_size() for p in model.parameters())
+    assert report["xla_programs"] == 2 and gradients <= outputs < gradients + 1024, (outputs, gradients)
+    assert arguments >= 32 * 256 * 4 and scratch <= report["largest_xla_scratch_bytes"], report
+
+
 def test_inputs_reshaped_for_the_backward_are_views_not_copies(tdev):
     # The weight's gradient reads the input reshaped: the forward saves the
     # input's own memory (the input, or a view of it), as eager does, not a

@@ -149,8 +149,8 @@ def _row(model: str, backend: str, child: _Child, report: dict, step_s: float, w
             "peak_gib": _peak_gib(report), "peak_torch_gib": peak, "peak_xla_gib": report["peak_xla_gib"],
             # The warm process's: its programs loaded, not compiled (XLA's autotuning allocates as it compiles).
             "warm_peak_gib": _peak_gib(warm_report),
-            # Of XLA's peak, what one program's execution plans for its temporaries, at most.
-            "largest_xla_scratch_gib": report["largest_xla_scratch_gib"],
+            # Of XLA's peak, the plan of the program that needs the most: arguments, outputs, scratch.
+            "largest_xla_program_gib": report["largest_xla_program_gib"],
             "xla_op_share": report["xla_ops"] / report["aten_ops"] if report.get("aten_ops") else None,
             "xla_programs": report["xla_programs"], "graphs": report["graphs"],
             "graph_breaks": report["graph_breaks"], "xla_calls_per_step": report["xla_calls_per_step"],
@@ -173,8 +173,9 @@ def _print_row(r: dict) -> None:
     if r["peak_gib"] is not None:
         line += f"   peak {r['peak_gib']:.2f} GiB (XLA {r['peak_xla_gib']:.2f}"
         line += ")" if r["warm_peak_gib"] is None else f"; warm process {r['warm_peak_gib']:.2f})"
-    if r["largest_xla_scratch_gib"] is not None:
-        line += f"   XLA scratch at most {r['largest_xla_scratch_gib']:.2f} GiB"
+    if r["largest_xla_program_gib"] is not None:
+        line += "   XLA's largest program: arguments {:.2f}, outputs {:.2f}, scratch {:.2f} GiB".format(
+            *r["largest_xla_program_gib"])
     if r["xla_op_share"] is not None:
         line += (f"   in XLA {100 * r['xla_op_share']:.0f}% of ATen ops, {r['xla_calls_per_step']:.0f} calls a step "
                  f"taking the host {r['host_ms_in_xla_calls_per_step']:.2f} ms")

@@ -108,14 +108,14 @@ def _report(backend: str, cuda: bool, calls_before: tuple[int, float, float], ti
     if backend != "cuxla":
         return {**row, **dict.fromkeys(("graphs", "xla_programs", "aten_ops", "xla_ops", "lowering_s",
                                         "xla_compile_s", "xla_calls_per_step", "host_ms_in_xla_calls_per_step",
-                                        "device_ms_in_xla_per_step", "largest_xla_scratch_gib"))}
+                                        "device_ms_in_xla_per_step", "largest_xla_program_gib"))}
     calls, call_s, device_s = (now - before for now, before in zip(_xla_calls(backend), calls_before))
     return {**row, "graphs": report["graphs"], "xla_programs": report["xla_programs"],
             "aten_ops": report["aten_ops"], "xla_ops": report["xla_ops"], "lowering_s": report["lowering_s"],
             "xla_compile_s": report["compile_s"], "xla_calls_per_step": calls / timed_steps,
             "host_ms_in_xla_calls_per_step": 1e3 * call_s / timed_steps,
             "device_ms_in_xla_per_step": 1e3 * device_s / timed_steps if cuda else None,
-            "largest_xla_scratch_gib": report["largest_xla_scratch_bytes"] / 2**30}
+            "largest_xla_program_gib": [size / 2**30 for size in report["largest_xla_program_bytes"]]}
 
 
 _answers = sys.stdout  # the parent's channel

@@ -110,8 +110,10 @@ def write_train(rows: list[dict], card: str, rounds: int, steps: int, tf32: bool
              "Dynamo's). Peak: "
              "PyTorch's and XLA's peak allocations, added (for cuxla with two pools an upper bound: the two may "
              "peak at different moments), in brackets the warm process's over as many steps (programs "
-             "loaded, not compiled: XLA's autotuning allocates device memory as it compiles), and the largest "
-             "scratch memory XLA planned for one program's execution (its temporaries). XLA calls: programs "
+             "loaded, not compiled: XLA's autotuning allocates device memory as it compiles), and the plan of "
+             "the XLA program that needs the most: its arguments + outputs + scratch, all in use while it runs "
+             "(for training, the backward: what the forward saved, the gradients, the temporaries). XLA calls: "
+             "programs "
              "called a step, the host's time "
              "in those calls (handing tensors over, launching; XLA's device work runs on after) and, on a GPU, "
              "their time on the device (CUDA events on PyTorch's stream around each call); the rest of a step "
@@ -125,8 +127,8 @@ def write_train(rows: list[dict], card: str, rounds: int, steps: int, tf32: bool
         warm_split = "" if r["warm_cuxla_s"] is None else \
             f" ({r['warm_aot_autograd_s']:.2f} + {r['warm_cuxla_s']:.2f})"
         peak_detail = "" if r.get("warm_peak_gib") is None else f" ({r['warm_peak_gib']:.2f})"
-        if r.get("largest_xla_scratch_gib") is not None:
-            peak_detail += f"; scratch {r['largest_xla_scratch_gib']:.2f}"
+        if r.get("largest_xla_program_gib") is not None:
+            peak_detail += "; largest program {:.2f} + {:.2f} + {:.2f}".format(*r["largest_xla_program_gib"])
         calls = ("-" if r["xla_calls_per_step"] is None
                  else f"{r['xla_calls_per_step']:.0f}, {r['host_ms_in_xla_calls_per_step']:.2f}, "
                       f"{_cell(r['device_ms_in_xla_per_step'], '.2f')}")
