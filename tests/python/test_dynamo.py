@@ -427,16 +427,16 @@ def test_the_forward_saves_no_more_than_eager_does(tdev, name):
     # tiny BERT and Llama; this one 0.97x and 0.76x).
     def saved(workload, model) -> dict[int, tuple]:
         """Each saved memory beyond the parameters': its bytes, and the shape and dtype it was saved as."""
-        saved = {}
+        packed = {}
 
         def pack(t):
-            saved[t.untyped_storage().data_ptr()] = (t.untyped_storage().nbytes(), tuple(t.shape), str(t.dtype))
+            packed[t.untyped_storage().data_ptr()] = (t.untyped_storage().nbytes(), tuple(t.shape), str(t.dtype))
             return t
 
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             workload.loss(model, workload.batch)
         parameters = {p.untyped_storage().data_ptr() for p in workload.model.parameters()}
-        return {pointer: what for pointer, what in saved.items() if pointer not in parameters}
+        return {pointer: what for pointer, what in packed.items() if pointer not in parameters}
 
     workload = _models.WORKLOADS[name](tdev, "tiny")
     eager = saved(workload, workload.model)
