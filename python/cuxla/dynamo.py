@@ -839,16 +839,13 @@ class _CompiledGraph(OutputCode):
 
 
 def _empty_constants_made_real(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    """`gm` with its tensor constants that have no elements and were traced
-    as fake or functional tensors made real empty tensors. A model's
-    `torch.tensor([], device="cuda")` (transformers' KV cache starts so) is
-    traced on CUDA as a tensor without data, which AOTAutograd's cache
-    cannot pickle; with no elements, nothing of it is lost."""
-    from torch._subclasses.fake_tensor import FakeTensor
-    from torch._subclasses.functional_tensor import FunctionalTensor
-
+    """`gm` with its tensor constants that have no elements made fresh empty
+    tensors. A model's `torch.tensor([], device="cuda")` (transformers' KV
+    cache starts so) reaches the graph as a fake tensor, or as a real one
+    whose data pointer PyTorch guards while tracing; AOTAutograd's cache can
+    pickle neither. With no elements, nothing of it is lost."""
     for name, value in list(gm._buffers.items()):
-        if isinstance(value, (FakeTensor, FunctionalTensor)) and value.numel() == 0:
+        if value is not None and value.numel() == 0:
             gm.register_buffer(name, torch.empty_strided(value.shape, value.stride(), dtype=value.dtype,
                                                          device=value.device))
     return gm

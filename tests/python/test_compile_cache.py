@@ -252,17 +252,23 @@ def test_a_graph_aot_autograds_cache_cannot_keep_is_said_with_what_in_it(caplog,
     assert f"AOTAutograd's cache keeps no entry for this graph: {part}" in caplog.text, caplog.text
 
 
-def test_a_graph_with_an_empty_constant_traced_without_data_is_kept_by_aot_autograds_cache():
-    # On CUDA a model's `torch.tensor([], device="cuda")` (transformers' KV cache's start) is traced as a
-    # fake tensor, a graph constant GraphPickler cannot pickle; empty, it is made a real empty tensor.
+@pytest.mark.parametrize("traced_as", ["fake", "guarded"])
+def test_a_graph_with_an_empty_constant_traced_without_data_is_kept_by_aot_autograds_cache(traced_as):
+    # A model's `torch.tensor([], device="cuda")` (transformers' KV cache's start) reaches the graph as a
+    # constant GraphPickler cannot pickle: a fake tensor, or (seen on CUDA) a real one whose data pointer
+    # PyTorch guards while tracing. Empty, it is made a fresh empty tensor.
     torch = pytest.importorskip("torch")
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx._graph_pickler import GraphPickler
 
     import cuxla.dynamo
 
-    with FakeTensorMode():
+    if traced_as == "fake":
+        with FakeTensorMode():
+            nothing = torch.empty(0, 8, dtype=torch.bfloat16)
+    else:
         nothing = torch.empty(0, 8, dtype=torch.bfloat16)
+        torch._C._set_throw_on_mutable_data_ptr(nothing)
     graph = torch.fx.Graph()
     x = graph.placeholder("x")
     graph.output(graph.call_function(torch.ops.aten.cat.default, ([graph.get_attr("start"), x],)))
@@ -274,7 +280,6 @@ def test_a_graph_with_an_empty_constant_traced_without_data_is_kept_by_aot_autog
     loaded.recompile()
     x = torch.ones(2, 8, dtype=torch.bfloat16)
     assert torch.equal(loaded(x), x)
-
 
 def test_a_malformed_size_bound_is_a_value_error_naming_it(tmp_path, monkeypatch):
     import cuxla
