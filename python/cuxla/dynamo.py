@@ -844,10 +844,13 @@ def _empty_constants_made_real(gm: torch.fx.GraphModule) -> torch.fx.GraphModule
     cache starts so) reaches the graph as a fake tensor, or as a real one
     whose data pointer PyTorch guards while tracing; AOTAutograd's cache can
     pickle neither. With no elements, nothing of it is lost."""
-    for name, value in list(gm._buffers.items()):
-        if value is not None and value.numel() == 0:
-            gm.register_buffer(name, torch.empty_strided(value.shape, value.stride(), dtype=value.dtype,
-                                                         device=value.device))
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    with _disable_current_modes():  # made under AOTAutograd's fake mode, they would be fake again
+        for name, value in list(gm._buffers.items()):
+            if value is not None and value.numel() == 0:
+                gm.register_buffer(name, torch.empty_strided(value.shape, value.stride(), dtype=value.dtype,
+                                                             device=value.device))
     return gm
 
 
