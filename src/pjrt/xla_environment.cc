@@ -12,7 +12,9 @@ namespace {
 constexpr const char* kLogVariable = "CUXLA_LOG";
 constexpr const char* kCommandBuffersVariable = "CUXLA_COMMAND_BUFFERS";
 constexpr const char* kAutotuneVariable = "CUXLA_AUTOTUNE_LEVEL";
+constexpr const char* kTritonGemmVariable = "CUXLA_TRITON_GEMM";
 constexpr std::string_view kCommandBufferFlag = "--xla_gpu_enable_command_buffer";
+constexpr std::string_view kTritonGemmFlag = "--xla_gpu_enable_triton_gemm";
 constexpr std::string_view kAutotuneFlag = "--xla_gpu_autotune_level";
 
 bool OneOf(std::string_view value, std::initializer_list<std::string_view> allowed) {
@@ -33,7 +35,8 @@ bool OneOf(std::string_view value, std::initializer_list<std::string_view> allow
 [[maybe_unused]] const bool kXlaEnvironmentSet = [] {
   const auto level = XlaMinLogLevel(EnvValue(kLogVariable), EnvValue("TF_CPP_MIN_LOG_LEVEL"),
                                     EnvValue("TF_CPP_MAX_VLOG_LEVEL"), EnvValue("TF_CPP_VMODULE"));
-  const auto flags = XlaFlags(EnvValue("XLA_FLAGS"), EnvValue(kCommandBuffersVariable), EnvValue(kAutotuneVariable));
+  const auto flags = XlaFlags(EnvValue("XLA_FLAGS"), EnvValue(kCommandBuffersVariable), EnvValue(kTritonGemmVariable),
+                              EnvValue(kAutotuneVariable));
   return (!level || setenv("TF_CPP_MIN_LOG_LEVEL", level->c_str(), 1) == 0) &&
          (!flags || setenv("XLA_FLAGS", flags->c_str(), 1) == 0);
 }();
@@ -55,7 +58,8 @@ std::optional<std::string> XlaMinLogLevel(const char* cuxla_log, const char* min
   return "1";
 }
 
-std::optional<std::string> XlaFlags(const char* xla_flags, const char* command_buffers, const char* autotune_level) {
+std::optional<std::string> XlaFlags(const char* xla_flags, const char* command_buffers, const char* triton_gemm,
+                                    const char* autotune_level) {
   const std::string_view flags = xla_flags != nullptr ? xla_flags : "";
   std::string amended(flags);
   auto add = [&](std::string_view flag, std::string_view value) {
@@ -64,6 +68,7 @@ std::optional<std::string> XlaFlags(const char* xla_flags, const char* command_b
     amended.append(flag).append("=").append(value);
   };
   if (command_buffers == nullptr || std::string_view(command_buffers) == "0") add(kCommandBufferFlag, "");
+  if (triton_gemm == nullptr || std::string_view(triton_gemm) == "0") add(kTritonGemmFlag, "false");
   if (autotune_level != nullptr) add(kAutotuneFlag, autotune_level);
   if (amended == flags) return std::nullopt;
   return amended;
@@ -79,6 +84,8 @@ void CheckXlaEnvironment() {
     BadVariable(kLogVariable, value, "is not a log level (use info, warning or error)");
   if (const char* value = EnvValue(kCommandBuffersVariable); value != nullptr && !OneOf(value, {"0", "1"}))
     BadVariable(kCommandBuffersVariable, value, "is neither 0 nor 1");
+  if (const char* value = EnvValue(kTritonGemmVariable); value != nullptr && !OneOf(value, {"0", "1"}))
+    BadVariable(kTritonGemmVariable, value, "is neither 0 nor 1");
   if (const char* value = EnvValue(kAutotuneVariable); value != nullptr && !OneOf(value, {"0", "1", "2", "3", "4"}))
     BadVariable(kAutotuneVariable, value, "is not a level from 0 to 4");
 }

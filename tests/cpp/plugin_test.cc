@@ -239,18 +239,25 @@ TEST(XlaLoggingTest, XlasLevelIsInTheEnvironmentBeforeMain) {
 }
 
 TEST(XlaFlagsTest, CommandBuffersOffUnlessAskedForOrTheUsersFlagsSayOtherwise) {
-  EXPECT_EQ(XlaFlags(nullptr, nullptr, nullptr), "--xla_gpu_enable_command_buffer=");
-  EXPECT_EQ(XlaFlags(nullptr, "0", nullptr), "--xla_gpu_enable_command_buffer=");
-  EXPECT_EQ(XlaFlags("--xla_dump_to=/tmp/d", nullptr, nullptr),
+  EXPECT_EQ(XlaFlags(nullptr, nullptr, "1", nullptr), "--xla_gpu_enable_command_buffer=");
+  EXPECT_EQ(XlaFlags(nullptr, "0", "1", nullptr), "--xla_gpu_enable_command_buffer=");
+  EXPECT_EQ(XlaFlags("--xla_dump_to=/tmp/d", nullptr, "1", nullptr),
             "--xla_dump_to=/tmp/d --xla_gpu_enable_command_buffer=");
-  EXPECT_EQ(XlaFlags("--xla_gpu_enable_command_buffer=FUSION", nullptr, nullptr), std::nullopt);
-  EXPECT_EQ(XlaFlags("--xla_dump_to=/tmp/d", "1", nullptr), std::nullopt);
+  EXPECT_EQ(XlaFlags("--xla_gpu_enable_command_buffer=FUSION", nullptr, "1", nullptr), std::nullopt);
+  EXPECT_EQ(XlaFlags("--xla_dump_to=/tmp/d", "1", "1", nullptr), std::nullopt);
+}
+
+TEST(XlaFlagsTest, TritonGemmsOffUnlessAskedForOrTheUsersFlagsSayOtherwise) {
+  EXPECT_EQ(XlaFlags(nullptr, nullptr, nullptr, nullptr),
+            "--xla_gpu_enable_command_buffer= --xla_gpu_enable_triton_gemm=false");
+  EXPECT_EQ(XlaFlags(nullptr, "1", "0", nullptr), "--xla_gpu_enable_triton_gemm=false");
+  EXPECT_EQ(XlaFlags("--xla_gpu_enable_triton_gemm=true", "1", nullptr, nullptr), std::nullopt);
 }
 
 TEST(XlaFlagsTest, AutotuneLevelWhenAskedForUnlessTheUsersFlagsSetIt) {
-  EXPECT_EQ(XlaFlags(nullptr, "1", "0"), "--xla_gpu_autotune_level=0");
-  EXPECT_EQ(XlaFlags(nullptr, nullptr, "2"), "--xla_gpu_enable_command_buffer= --xla_gpu_autotune_level=2");
-  EXPECT_EQ(XlaFlags("--xla_gpu_autotune_level=4", "1", "0"), std::nullopt);
+  EXPECT_EQ(XlaFlags(nullptr, "1", "1", "0"), "--xla_gpu_autotune_level=0");
+  EXPECT_EQ(XlaFlags(nullptr, nullptr, "1", "2"), "--xla_gpu_enable_command_buffer= --xla_gpu_autotune_level=2");
+  EXPECT_EQ(XlaFlags("--xla_gpu_autotune_level=4", "1", "1", "0"), std::nullopt);
 }
 
 TEST(XlaFlagsTest, XlasFlagsAreInTheEnvironmentBeforeMain) {
@@ -278,6 +285,7 @@ TEST(XlaEnvironmentTest, LoadRefusesASettingOfCuxlasThatXlaCannotTake) {
   const Refused refused[] = {
       {"CUXLA_LOG", "loud", "CUXLA_LOG='loud' is not a log level"},
       {"CUXLA_COMMAND_BUFFERS", "yes", "CUXLA_COMMAND_BUFFERS='yes' is neither 0 nor 1"},
+      {"CUXLA_TRITON_GEMM", "on", "CUXLA_TRITON_GEMM='on' is neither 0 nor 1"},
       {"CUXLA_AUTOTUNE_LEVEL", "9", "CUXLA_AUTOTUNE_LEVEL='9' is not a level from 0 to 4"},
   };
   for (const Refused& r : refused) {
