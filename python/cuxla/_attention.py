@@ -16,18 +16,18 @@ written out (scores, softmax, mask), as `jax.nn.dot_product_attention` has no
 dropout. The CPU flash kernel's backward takes no RNG state: with dropout it
 keeps PyTorch's kernels (PyTorch picks its math path for dropout on the CPU).
 
-Which fused attention XLA runs is `CUXLA_ATTENTION`'s: "xla" (the default)
-writes attention out as XLA's own ops (scores, softmax, products), on every
-platform and dtype; "cudnn" asks XLA's CUDA compiler for cuDNN's flash
-attention (a custom call it builds with cuDNN) where cuDNN takes it:
-float16 or bfloat16, causal or not, an additive mask or none (the
-materialized causal mask transformers gives on CUDA is one; a boolean mask,
-or a mask with a gradient, stays XLA's own), no dropout, head size a
-multiple of 8 up to 128 (256 from compute capability 9.0); elsewhere, and
-where JAX's cuDNN checks refuse a shape, XLA's own, said in the log. JAX's
-checks ask JAX's GPU client for the compute capability; while lowering they
-are answered from PyTorch's current CUDA device instead, so that no JAX
-client is made (lowering touches no device).
+Which fused attention XLA runs on CUDA is `CUXLA_ATTENTION`'s: "cudnn" (the
+default) asks XLA's CUDA compiler for cuDNN's flash attention (a custom call
+it builds with cuDNN) where cuDNN takes it: float16 or bfloat16, causal or
+not, an additive mask or none (the materialized causal mask transformers
+gives on CUDA is one; a boolean mask, or a mask with a gradient, stays XLA's
+own), no dropout, head size a multiple of 8 up to 128 (256 from compute
+capability 9.0); elsewhere, and where JAX's cuDNN checks refuse a shape,
+XLA's own, said in the log. "xla" writes attention out as XLA's own ops
+(scores, softmax, products), as on every other platform. JAX's checks ask
+JAX's GPU client for the compute capability; while lowering they are
+answered from PyTorch's current CUDA device instead, so that no JAX client
+is made (lowering touches no device).
 
 Tensors are (batch, heads, sequence, head size) as in PyTorch; the key and
 value may have fewer heads than the query (grouped-query attention). A
@@ -53,8 +53,8 @@ _IMPLEMENTATIONS = ("xla", "cudnn")
 
 def implementation(platform: str) -> str:
     """The fused attention lowered for `platform`: `CUXLA_ATTENTION`'s
-    choice on CUDA ("xla" unless set), "xla" elsewhere."""
-    chosen = os.environ.get("CUXLA_ATTENTION", "xla") or "xla"
+    choice on CUDA ("cudnn" unless set), "xla" elsewhere."""
+    chosen = os.environ.get("CUXLA_ATTENTION", "cudnn") or "cudnn"
     if chosen not in _IMPLEMENTATIONS:
         raise ValueError(f"CUXLA_ATTENTION={chosen!r} is not one of {', '.join(_IMPLEMENTATIONS)}")
     return chosen if platform == "cuda" else "xla"
@@ -301,16 +301,28 @@ def _cudnn_attention(q, k, v, bias, is_causal, scale):
         log.info("attention runs as XLA's own ops: cuDNN's flash attention needs compute capability 8.0, "
                  "this GPU has %d.%d", *_capability())
         return None
+    mask = None
     if bias is not None:
+        if not hasattr(cudnn, "combine_bias_and_mask"):
+            log.info("attention with a mask runs as XLA's own ops: this JAX has no combine_bias_and_mask to hand "
+                     "cuDNN a mask without its gradient")
+            return None
         # A mask made additive (transformers' on CUDA: the dtype's lowest
         # number) stops at JAX's own masks' number: cuDNN mishandles the
         # difference of two such numbers. A row is weighted alike either way.
         lowest = -(2.0 ** 41) if q.dtype == jnp.bfloat16 else -(2.0 ** 15)
         bias = jnp.maximum(bias.astype(q.dtype), jnp.asarray(lowest, q.dtype))
+        # JAX has cuDNN write a `bias`'s gradient (a score-sized output per
+        # layer; JAX 0.10 skips it if `should_export_dbias` says so, 0.11
+        # never); a boolean `mask` it takes as a constant. So the bias goes in
+        # as a mask of its shape, and is put back where JAX turns a mask into
+        # an additive bias.
+        mask = jnp.ones(bias.shape, jnp.bool_)
+    additive = bias
     try:
-        # JAX has cuDNN write the bias's gradient too unless told it is not wanted.
-        with _cudnn_checks_lock, _replaced(cudnn, "should_export_dbias", lambda *args: False):
-            return jax.nn.dot_product_attention(q, k, v, bias=bias, scale=scale, is_causal=is_causal,
+        with _cudnn_checks_lock, _replaced(cudnn, "should_export_dbias", lambda *args: False), \
+                _replaced(cudnn, "combine_bias_and_mask", lambda bias, mask, dtype: additive):
+            return jax.nn.dot_product_attention(q, k, v, mask=mask, scale=scale, is_causal=is_causal,
                                                 implementation="cudnn", return_residual=True)
     except (NotImplementedError, ValueError, RuntimeError) as refused:
         said = str(refused).strip().splitlines() or [type(refused).__name__]

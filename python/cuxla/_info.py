@@ -114,7 +114,7 @@ def _frameworks_report() -> None:
 
 
 def _cuda_attention() -> str:
-    """Which attention XLA runs in compiled CUDA graphs (CUXLA_ATTENTION), and why not cuDNN's where asked."""
+    """Which attention XLA runs in compiled CUDA graphs (CUXLA_ATTENTION), and why not cuDNN's."""
     from . import _attention
 
     try:
@@ -122,11 +122,11 @@ def _cuda_attention() -> str:
     except ValueError as error:
         return str(error)
     if chosen != "cudnn":
-        return "XLA's own ops (CUXLA_ATTENTION=cudnn: cuDNN's flash attention)"
+        return "XLA's own ops (CUXLA_ATTENTION=xla; cuDNN's flash attention unless so set)"
     from jax._src.lib import cuda_versions
 
     if cuda_versions is None:
-        return "cuDNN's asked, but JAX's CUDA plugin libraries are not installed: XLA's own ops"
+        return "cuDNN's, but JAX's CUDA plugin libraries are not installed: XLA's own ops"
     return f"cuDNN's flash attention (cuDNN {cuda_versions.cudnn_get_version()}), where it takes the shape"
 
 

@@ -259,10 +259,11 @@ def a_hopper_gpu_with_cudnn(monkeypatch):
     monkeypatch.setattr(xla_bridge, "local_devices", no_jax_client)
 
 
-def test_cudnn_attention_is_lowered_for_cuda_where_asked(monkeypatch, a_hopper_gpu_with_cudnn):
+def test_cudnn_attention_is_lowered_for_cuda_by_default(monkeypatch, a_hopper_gpu_with_cudnn):
     import jax.numpy as jnp
 
-    monkeypatch.setenv("CUXLA_ATTENTION", "cudnn")
+    monkeypatch.delenv("CUXLA_ATTENTION", raising=False)
+    assert _attention.implementation("cuda") == "cudnn"
     text = _lowered_for_cuda(jnp.bfloat16)
     assert "__cudnn$fmhaSoftmax" in text and "__cudnn$fmhaSoftmaxBackward" in text
     # Where cuDNN does not take it: float32, a mask, or not asked for.
@@ -274,6 +275,8 @@ def test_cudnn_attention_is_lowered_for_cuda_where_asked(monkeypatch, a_hopper_g
 
 
 def test_cudnn_attention_takes_an_additive_mask_and_writes_no_gradient_for_it(monkeypatch, a_hopper_gpu_with_cudnn):
+    # JAX 0.10 asks `should_export_dbias` whether to write a bias's gradient; 0.11 (the GPU machine's) has no
+    # such function and writes one for every `bias`, none for a boolean `mask`: each JAX is its own case.
     import re
 
     import jax.numpy as jnp
@@ -286,6 +289,47 @@ def test_cudnn_attention_takes_an_additive_mask_and_writes_no_gradient_for_it(mo
     # A mask with a gradient: the backward is XLA's own.
     text = _lowered_for_cuda(jnp.bfloat16, causal=False, additive=True, mask_gradient=True)
     assert "__cudnn$fmhaScaleBiasSoftmax(" in text and "Backward" not in text
+
+
+def test_cudnn_attention_is_handed_the_additive_mask_as_a_constant(monkeypatch):
+    # cuDNN's kernel faked by XLA's attention of what JAX hands it, run by JAX on the CPU: the result is
+    # attention with the mask added (as clamped), and JAX asks for no gradient of it.
+    import jax
+    import jax.numpy as jnp
+    from jax._src.cudnn import fused_attention_stablehlo
+
+    monkeypatch.setattr(fused_attention_stablehlo, "check_cudnn_version", lambda: 91000)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    asked = []
+
+    def kernel(query, key, value, bias, *rest):
+        scale, variadic_args = rest[6], rest[9]
+        asked.append(variadic_args)
+        out, lse = jax.nn.dot_product_attention(query, key, value, bias=bias, scale=scale, return_residual=True)
+        return out, jnp.swapaxes(lse, 1, 2)  # cuDNN's log-sum-exps are (batch, heads, sequence)
+
+    monkeypatch.setattr(fused_attention_stablehlo, "_dot_product_attention", kernel)
+    q, k, v = (jax.random.normal(jax.random.PRNGKey(i), (2, 16, 4, 8), jnp.bfloat16) for i in range(3))
+    mask = jax.random.normal(jax.random.PRNGKey(3), (2, 1, 16, 16), jnp.bfloat16)
+    mask = mask.at[:, :, :, -3:].set(jnp.finfo(jnp.bfloat16).min)  # transformers' masked positions
+    with _attention._cudnn_checks_from_torch():
+        out, _ = _attention._cudnn_attention(q, k, v, mask, False, 0.25)
+    expected = jax.nn.dot_product_attention(q, k, v, bias=jnp.maximum(mask, -(2.0 ** 41)), scale=0.25)
+    assert asked == [(True, False)]
+    assert jnp.allclose(out.astype(jnp.float32), expected.astype(jnp.float32), atol=1e-2)
+    unmasked = jax.nn.dot_product_attention(q, k, v, scale=0.25)
+    assert not jnp.allclose(out.astype(jnp.float32), unmasked.astype(jnp.float32), atol=1e-2)
+
+
+def test_an_additive_mask_is_xlas_own_where_jax_cannot_take_it_without_its_gradient(monkeypatch,
+                                                                                     a_hopper_gpu_with_cudnn):
+    import jax.numpy as jnp
+    from jax._src.cudnn import fused_attention_stablehlo
+
+    monkeypatch.setenv("CUXLA_ATTENTION", "cudnn")
+    monkeypatch.delattr(fused_attention_stablehlo, "combine_bias_and_mask")  # JAX's own cuDNN path needs it too
+    assert "__cudnn$fmha" not in _lowered_for_cuda(jnp.bfloat16, causal=False, additive=True)
 
 
 def test_cudnn_attention_needs_compute_capability_8(monkeypatch, a_hopper_gpu_with_cudnn):

@@ -76,14 +76,16 @@ def test_info_reports_plugins_versions_and_devices(client):
 def test_info_says_which_attention_compiled_cuda_graphs_run():
     from jax._src.lib import cuda_versions
 
-    def said(setting: str) -> list[str]:
-        out = _run("info", env={**os.environ, "CUXLA_ATTENTION": setting}).stdout
+    def said(setting: str | None) -> list[str]:
+        env = {k: v for k, v in os.environ.items() if k != "CUXLA_ATTENTION"}
+        out = _run("info", env={**env, "CUXLA_ATTENTION": setting} if setting is not None else env).stdout
         return [line.split(": ", 1)[1] for line in out.splitlines() if "torch.compile's attention on CUDA" in line]
 
-    assert said("xla") == ["XLA's own ops (CUXLA_ATTENTION=cudnn: cuDNN's flash attention)"]
+    assert said("xla") == ["XLA's own ops (CUXLA_ATTENTION=xla; cuDNN's flash attention unless so set)"]
     (cudnn,) = said("cudnn")
     assert cudnn.startswith("cuDNN's flash attention (cuDNN ") if cuda_versions else \
         cudnn.endswith("JAX's CUDA plugin libraries are not installed: XLA's own ops")
+    assert said(None) == [cudnn]
     assert said("flash") == ["CUXLA_ATTENTION='flash' is not one of xla, cudnn"]
 
 
