@@ -145,6 +145,7 @@ def test_bench_commands_write_a_table_json_and_a_plot(tmp_path):
             cuxla_rows = [r for r in rows if r["backend"] == "cuxla"]
             assert cuxla_rows and all(r["warm_compile_s"] is not None and r["warm_cuxla_s"] is not None
                                       and 0 < r["warm_aot_autograd_s"] < r["warm_compile_s"]
+                                      and r["warm_graphs_from_cache"][0] == r["warm_graphs_from_cache"][1] > 0
                                       and r["xla_op_share"] == 1.0
                                       and r["xla_calls_per_step"] >= 1 and r["lowering_s"] > 0
                                       and (r["warm_peak_gib"] is None) == (r["peak_gib"] is None)
@@ -196,7 +197,8 @@ def test_bench_train_table_says_where_each_steps_device_time_goes(tmp_path):
     from cuxla._bench import writers
 
     row = {"model": "bert", "size": "base", "step_ms": 45.0, "tokens_per_s": 1000.0, "cold_compile_s": 50.0,
-           "warm_compile_s": 5.0, "warm_aot_autograd_s": 1.0, "warm_cuxla_s": 0.5, "lowering_s": 2.0,
+           "warm_compile_s": 5.0, "warm_aot_autograd_s": 1.0, "warm_cuxla_s": 0.5, "warm_graphs_from_cache": [1, 2],
+           "lowering_s": 2.0,
            "xla_compile_s": 40.0, "peak_gib": 4.0, "warm_peak_gib": 3.9, "largest_xla_program_gib": [1.8, 0.4, 0.6],
            "xla_op_share": 1.0, "xla_calls_per_step": 2.0, "host_ms_in_xla_calls_per_step": 14.0,
            "device_ms_in_xla_per_step": 39.0, "graph_breaks": 0, "first_loss": 10.0, "final_loss": 9.0}
@@ -209,6 +211,7 @@ def test_bench_train_table_says_where_each_steps_device_time_goes(tmp_path):
     writers.write_train(rows, "a test card", 2, 4, False, False, tmp_path)
     table = (tmp_path / "train.md").read_text()
     assert "| 4.00 (3.90); largest program 1.80 + 0.40 + 0.60 |" in table
+    assert "| 5.00 (1.00 + 0.50; 1 of 2 graphs cached) |" in table
     assert "| bert | cuxla | 45.00 | 41.50 | 3.50 | 900 | 0.00 | 20.00 | 2.00 | 0.50 | 19.00 | " \
            "loop_add_fusion 3.25 |" in table
     assert "| bert | inductor | 45.00 | profile failed: RuntimeError: CUPTI is not there |" in table

@@ -144,6 +144,8 @@ def _row(model: str, backend: str, child: _Child, report: dict, step_s: float, w
             # executables); the rest is Dynamo's.
             "warm_aot_autograd_s": None if warm is None else warm.started.get("aot_autograd_s"),
             "warm_cuxla_s": None if warm is None else warm.started.get("cuxla_compile_s"),
+            # Of the warm process's graphs, how many AOTAutograd's cache gave (the others were traced again).
+            "warm_graphs_from_cache": None if warm is None else warm.started.get("graphs_from_aot_autograd_cache"),
             # Of the cold compile, cuxla's: lowering to StableHLO, and XLA compiling it.
             "lowering_s": report["lowering_s"], "xla_compile_s": report["xla_compile_s"],
             "peak_gib": _peak_gib(report), "peak_torch_gib": peak, "peak_xla_gib": report["peak_xla_gib"],
@@ -167,7 +169,8 @@ def _print_row(r: dict) -> None:
     if r["warm_compile_s"] is not None:
         line += f", warm {r['warm_compile_s']:6.2f} s"
         if r["warm_cuxla_s"] is not None:
-            line += f" (AOTAutograd {r['warm_aot_autograd_s']:.2f}, cuxla's {r['warm_cuxla_s']:.2f})"
+            line += (f" (AOTAutograd {r['warm_aot_autograd_s']:.2f}, cuxla's {r['warm_cuxla_s']:.2f}; "
+                     "{} of {} graphs from AOTAutograd's cache)".format(*r["warm_graphs_from_cache"]))
     if r["tokens_per_s"]:
         line += f"   {r['tokens_per_s']:,.0f} tokens/s"
     if r["peak_gib"] is not None:

@@ -106,8 +106,8 @@ def write_train(rows: list[dict], card: str, rounds: int, steps: int, tf32: bool
              "step's excess over it, cold (empty caches; for cuxla, lowering + XLA's compiles, summed: forward "
              "and backward compile at once) and warm (a second "
              "process, the first's caches; for cuxla, in brackets, AOTAutograd's part (tracing the forward and "
-             "backward, partitioning) and cuxla's own (loading lowerings and executables), the rest being "
-             "Dynamo's). Peak: "
+             "backward, partitioning; or loading them from its cache) and cuxla's own (loading lowerings and "
+             "executables), the rest being Dynamo's, and how many of the graphs AOTAutograd's cache gave). Peak: "
              "PyTorch's and XLA's peak allocations, added (for cuxla with two pools an upper bound: the two may "
              "peak at different moments), in brackets the warm process's over as many steps (programs "
              "loaded, not compiled: XLA's autotuning allocates device memory as it compiles), and the plan of "
@@ -125,7 +125,8 @@ def write_train(rows: list[dict], card: str, rounds: int, steps: int, tf32: bool
         share = "-" if r["xla_op_share"] is None else f"{100 * r['xla_op_share']:.1f}%"
         split = "" if r["lowering_s"] is None else f" ({r['lowering_s']:.2f} + {r['xla_compile_s']:.2f})"
         warm_split = "" if r["warm_cuxla_s"] is None else \
-            f" ({r['warm_aot_autograd_s']:.2f} + {r['warm_cuxla_s']:.2f})"
+            " ({:.2f} + {:.2f}; {} of {} graphs cached)".format(r["warm_aot_autograd_s"], r["warm_cuxla_s"],
+                                                               *r["warm_graphs_from_cache"])
         peak_detail = "" if r.get("warm_peak_gib") is None else f" ({r['warm_peak_gib']:.2f})"
         if r.get("largest_xla_program_gib") is not None:
             peak_detail += "; largest program {:.2f} + {:.2f} + {:.2f}".format(*r["largest_xla_program_gib"])
