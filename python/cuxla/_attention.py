@@ -1,6 +1,8 @@
 """Scaled-dot-product attention as one pair of ops, `cuxla::attention` and
-`cuxla::attention_backward`, to which every ATen attention kernel (CPU flash,
-CUDA flash, memory-efficient, cuDNN) decomposes in the compiled graphs.
+`cuxla::attention_backward`: `scaled_dot_product_attention` is the pair while
+AOTAutograd traces a graph (`ThePair`), and every ATen attention kernel (CPU
+flash, CUDA flash, memory-efficient, cuDNN) called otherwise decomposes to
+it in the compiled graphs.
 
 PyTorch picks its kernel by device, dtype and mask, and each kernel has its
 own outputs (padded log-sum-exps, sequence offsets, RNG state) that only its
@@ -13,8 +15,8 @@ Dropout: the forward draws a seed (a random op, so XLA draws it where the
 graph runs in XLA) and both halves make their dropout mask from it, so the
 backward drops what the forward dropped. XLA's attention with dropout is
 written out (scores, softmax, mask), as `jax.nn.dot_product_attention` has no
-dropout. The CPU flash kernel's backward takes no RNG state: with dropout it
-keeps PyTorch's kernels (PyTorch picks its math path for dropout on the CPU).
+dropout. The CPU flash kernel's backward takes no RNG state: called with
+dropout, it keeps PyTorch's kernels.
 
 Which fused attention XLA runs on CUDA is `CUXLA_ATTENTION`'s: "cudnn" (the
 default) asks XLA's CUDA compiler for cuDNN's flash attention (a custom call
@@ -170,6 +172,54 @@ def attention_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.T
 def _(grad_out, query, key, value, bias, is_causal, scale, dropout_p=0.0, seed=None, bias_needs_grad=False):
     grad_bias = torch.empty_like(bias) if bias_needs_grad else _no_gradient(query)
     return torch.empty_like(query), torch.empty_like(key), torch.empty_like(value), grad_bias
+
+
+def _attention_saved(ctx, inputs, output):
+    query, key, value, bias, is_causal, scale, dropout_p, seed = inputs
+    ctx.save_for_backward(query, key, value, bias, seed)
+    ctx.is_causal, ctx.scale, ctx.dropout_p = is_causal, scale, dropout_p
+    ctx.bias_needs_grad = bias is not None and ctx.needs_input_grad[3]
+
+
+def _attention_gradients(ctx, grad_out, grad_lse):
+    query, key, value, bias, seed = ctx.saved_tensors
+    grads = attention_backward(grad_out, query, key, value, bias, ctx.is_causal, ctx.scale, ctx.dropout_p, seed,
+                               ctx.bias_needs_grad)
+    return (*grads[:3], grads[3] if ctx.bias_needs_grad else None, None, None, None, None)
+
+
+# The pair differentiated as a pair: what the forward saves is its inputs
+# (the backward recomputes the weights), as eager's fused kernels save little more.
+attention.register_autograd(_attention_gradients, setup_context=_attention_saved)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False):
+    """`torch.nn.functional.scaled_dot_product_attention` as the pair, for
+    4-dimensional tensors (grouped queries taken as they come)."""
+    return _forward(query, key, value, attn_mask, is_causal, scale, dropout_p)[0]
+
+
+class ThePair(torch.overrides.TorchFunctionMode):
+    """While AOTAutograd traces a graph, `scaled_dot_product_attention` on
+    4-dimensional tensors is the pair. Left to itself, PyTorch picks one of
+    its kernels there by checks that see fake tensors, and may pick its math
+    path (written-out attention, whose weights the forward then saves) where
+    eager runs a fused kernel. (Dynamo's graph itself stays as it is: it is
+    AOTAutograd's cache key, which takes only PyTorch's own functions.)"""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch._C._nn.scaled_dot_product_attention and _the_pair_takes(*args, **kwargs):
+            return scaled_dot_product_attention(*args, **kwargs)
+        return func(*args, **kwargs)
+
+
+def _the_pair_takes(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                    enable_gqa=False) -> bool:
+    # Else PyTorch's own, its errors too (a mask given with is_causal is one).
+    return all(isinstance(t, torch.Tensor) and t.dim() == 4 for t in (query, key, value)) and \
+        not (attn_mask is not None and is_causal)
 
 
 # ATen's kernels, forward and backward, rewritten to the pair. The seed of

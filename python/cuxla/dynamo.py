@@ -909,7 +909,7 @@ def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable
         gm._cuxla_lowering_code = _lowering_source_digest()
     start, in_compiler = time.perf_counter(), _in_compiler.seconds
     try:
-        with functorch_config.patch(config):
+        with functorch_config.patch(config), _attention.ThePair():
             return _aot_backend(cached)(gm, example_inputs)
     finally:
         aot_s = time.perf_counter() - start - (_in_compiler.seconds - in_compiler)

@@ -67,6 +67,33 @@ def test_compiled_attention_is_one_xla_program_matching_pytorch(client, case):
     assert report["xla_programs"] == report["graphs"] == 2 and report["xla_ops"] == report["aten_ops"], report
 
 
+def test_attention_is_the_pair_whichever_kernel_pytorch_would_pick_while_tracing(monkeypatch):
+    # On CUDA PyTorch's checks of fake tensors picked its math path for a float32 masked attention (the
+    # forward then saved the weights); here the math path is forced while compiling.
+    graphs = []
+    compile_graph = cuxla.dynamo.compile_graph
+
+    def seen(gm, example_inputs):
+        graphs.append({str(n.target) for n in gm.graph.nodes if n.op == "call_function"})
+        return compile_graph(gm, example_inputs)
+
+    monkeypatch.setattr(cuxla.dynamo, "compile_graph", seen)
+    q, k, v, mask = _inputs(4, 4, "float")
+    expected, expected_grads = _reference(q, k, v, mask, False)
+    torch._dynamo.reset()
+    q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+    with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
+        out = torch.compile(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+                            backend="cuxla")(q, k, v)
+    grads = torch.autograd.grad(out, (q, k, v), torch.ones_like(out))
+    forward, backward = graphs
+    assert "cuxla.attention.default" in forward and "cuxla.attention_backward.default" in backward
+    assert not any("bmm" in target or "softmax" in target for target in forward | backward), graphs
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    for got, want in zip(grads, expected_grads):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
 def _rewrite(kernel):
     return _attention.DECOMPOSITIONS[kernel.default]
 
