@@ -217,9 +217,10 @@ class ThePair(torch.overrides.TorchFunctionMode):
 
 def _the_pair_takes(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                     enable_gqa=False) -> bool:
-    # Else PyTorch's own, its errors too (a mask given with is_causal is one).
+    # Else PyTorch's own, its errors too (a mask given with is_causal, or
+    # fewer key heads without enable_gqa).
     return all(isinstance(t, torch.Tensor) and t.dim() == 4 for t in (query, key, value)) and \
-        not (attn_mask is not None and is_causal)
+        not (attn_mask is not None and is_causal) and (enable_gqa or query.shape[1] == key.shape[1])
 
 
 # ATen's kernels, forward and backward, rewritten to the pair. The seed of
@@ -368,10 +369,9 @@ def _cudnn_attention(q, k, v, bias, is_causal, scale):
         # as a mask of its shape, and is put back where JAX turns a mask into
         # an additive bias.
         mask = jnp.ones(bias.shape, jnp.bool_)
-    additive = bias
     try:
         with _cudnn_checks_lock, _replaced(cudnn, "should_export_dbias", lambda *args: False), \
-                _replaced(cudnn, "combine_bias_and_mask", lambda bias, mask, dtype: additive):
+                _replaced(cudnn, "combine_bias_and_mask", lambda _bias, _mask, _dtype: bias):
             return jax.nn.dot_product_attention(q, k, v, mask=mask, scale=scale, is_causal=is_causal,
                                                 implementation="cudnn", return_residual=True)
     except (NotImplementedError, ValueError, RuntimeError) as refused:
