@@ -300,6 +300,31 @@ class _XlaProgram:
                 # where they go.
                 self.out_slots = [o is not None for o in lowered.out_info]
             cuxla._cuxla.compile_cache_store(cache_key, json.dumps([program, self.out_slots]).encode())
+        # What a later process needs to run this program without its graph.
+        self.record = {"lowering_key": cache_key, "platform": platform, "device": str(self.device),
+                       "moved": self.moved, "constants": constants, "random": self.random,
+                       "input_views": input_views}
+        self._start(program, platform, input_views, count, if_compile_fails, cached is not None, start)
+
+    @classmethod
+    def from_record(cls, record: dict, if_compile_fails: Callable[[Exception], Callable]) -> "_XlaProgram | None":
+        """The program `record` describes, its lowering from the disk cache;
+        None where that lowering is gone (the graph is then compiled again)."""
+        start = time.perf_counter()
+        cached = _lowered_from_cache(record["lowering_key"])
+        if cached is None:
+            return None
+        program, out_slots = cached
+        self = cls.__new__(cls)
+        self.out_slots, self.record = out_slots, record
+        self.device, self.moved, self.random = torch.device(record["device"]), record["moved"], record["random"]
+        self.constants = [cuxla.from_dlpack(c) for c in record["constants"]]
+        self._start(program, record["platform"], record["input_views"], True, if_compile_fails, True, start)
+        return self
+
+    def _start(self, program: str, platform: str, input_views: dict, count: bool,
+               if_compile_fails: Callable[[Exception], Callable] | None, from_cache: bool, start: float) -> None:
+        """XLA compiles `program`, now or in the background."""
         lowered_at = time.perf_counter()
         # Per output: made by the program, a view of an input, or None (not a tensor).
         self.output_plan = [_FROM_PROGRAM if slot else input_views.get(i) for i, slot in enumerate(self.out_slots)]
@@ -314,7 +339,7 @@ class _XlaProgram:
         if count:
             with _lock:
                 _stats["xla_programs"] += 1
-                _stats["lowerings_from_cache"] += cached is not None
+                _stats["lowerings_from_cache"] += from_cache
                 _stats["lowering_s"] += lowered_at - start
 
     def _first_call(self, args: tuple) -> list[torch.Tensor | None]:
@@ -525,9 +550,14 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Ca
     lowers, XLA programs and eager PyTorch otherwise, eager PyTorch when
     nothing lowers; called with boxed arguments (one list). Never raises for
     a graph it cannot lower: that graph runs in PyTorch, reported."""
+    return make_boxed_func(_timed(_compile_graph, gm, example_inputs))
+
+
+def _timed(compile: Callable, *args: Any) -> Any:
+    """`compile(*args)`, its time counted as the compiler's, not AOTAutograd's."""
     start = time.perf_counter()
     try:
-        return make_boxed_func(_compile_graph(gm, example_inputs))
+        return compile(*args)
     finally:
         _in_compiler.seconds += time.perf_counter() - start
 
@@ -792,8 +822,12 @@ def _view_chain(node: torch.fx.Node | None) -> tuple[list[torch.fx.Node], torch.
 class _CompiledGraph(OutputCode):
     """A forward or backward graph compiled by cuxla, in the form AOTAutograd's
     cache keeps (a later process then skips AOTAutograd's tracing and
-    partitioning): the graph itself goes to disk, and loaded it is compiled
-    again, its lowering and XLA's executable coming from cuxla's cache."""
+    partitioning): the graph itself goes to disk, and with it, where the
+    whole graph is one XLA program, that program's record (its lowering's
+    key, constants and outputs' plan). A later process runs the record's
+    program, its lowering and XLA's executable from cuxla's cache, and loads
+    the graph only if the record cannot run (its lowering gone from the
+    cache, XLA's compile failing); else it compiles the graph again."""
 
     def __init__(self, gm: torch.fx.GraphModule):
         super().__init__()
@@ -801,9 +835,13 @@ class _CompiledGraph(OutputCode):
         self._graph: torch.fx.GraphModule | None = _empty_constants_made_real(gm)
         self._pickled: bytes | None = None
         self._run: Callable | None = None
+        self._program: dict | None = None  # the whole graph's XLA program's record, and its ops
 
     def compile(self) -> "_CompiledGraph":
-        self._run = compile_graph(self._graph, _example_values(self._graph))
+        runs = _timed(_compile_graph, self._graph, _example_values(self._graph))
+        self._program = {"record": runs.record, "ops": len(_aten_ops(self._graph)),
+                         "fallback_random": fallback_random} if isinstance(runs, _XlaProgram) else None
+        self._run = make_boxed_func(runs)
         return self
 
     def __call__(self, inputs: list) -> Any:
@@ -829,10 +867,28 @@ class _CompiledGraph(OutputCode):
         from torch.fx._graph_pickler import GraphPickler
 
         fake_mode = torch._guards.detect_fake_mode(example_inputs) or torch._subclasses.FakeTensorMode()
-        self._graph = GraphPickler.loads(self._pickled, fake_mode)
-        self.compile()
+        # The record holds where the graph's ops run: it stands while the setting that moves them does.
+        runs_as_recorded = self._program is not None and self._program["fallback_random"] == fallback_random
+        program = _timed(self._from_record, fake_mode) if runs_as_recorded else None
+        if program is not None:
+            self._run = make_boxed_func(program)
+        else:
+            self._graph = GraphPickler.loads(self._pickled, fake_mode)
+            self.compile()
         with _lock:
             _stats["graphs_from_aot_autograd_cache"] += 1
+
+    def _from_record(self, fake_mode: Any) -> "_XlaProgram | None":
+        from torch.fx._graph_pickler import GraphPickler
+
+        def compiled_again(epoch: int, error: Exception) -> Callable:
+            graph = GraphPickler.loads(self._pickled, fake_mode)
+            return _compiled_again(graph, _example_values(graph), epoch, error)
+
+        program = _XlaProgram.from_record(self._program["record"], functools.partial(compiled_again, _epoch))
+        if program is not None:
+            _record(self._program["ops"], self._program["ops"], {})
+        return program
 
     def set_triton_bundle(self, triton_bundle: Any) -> None:
         pass  # no Triton kernels

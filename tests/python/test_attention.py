@@ -71,13 +71,14 @@ def test_attention_is_the_pair_whichever_kernel_pytorch_would_pick_while_tracing
     # On CUDA PyTorch's checks of fake tensors picked its math path for a float32 masked attention (the
     # forward then saved the weights); here the math path is forced while compiling.
     graphs = []
-    compile_graph = cuxla.dynamo.compile_graph
+    compile_graph = cuxla.dynamo._compile_graph
 
     def seen(gm, example_inputs):
         graphs.append({str(n.target) for n in gm.graph.nodes if n.op == "call_function"})
         return compile_graph(gm, example_inputs)
 
-    monkeypatch.setattr(cuxla.dynamo, "compile_graph", seen)
+    monkeypatch.setattr(cuxla.dynamo, "_compile_graph", seen)
+    monkeypatch.setenv("CUXLA_CACHE_DIR", "")  # compiled here, not run from a cached program
     q, k, v, mask = _inputs(4, 4, "float")
     expected, expected_grads = _reference(q, k, v, mask, False)
     torch._dynamo.reset()

@@ -149,14 +149,30 @@ def test_size_bound_evicts_oldest(tmp_path):
 # Two compiled training steps of a tiny model (argv[1]: bert, or bart, whose
 # graphs hold tensor constants) in a fresh process; prints the losses, what
 # the backend took from cuxla's cache and what AOTAutograd took from its own.
-# argv[2] "other-cuxla": a cuxla whose lowering code differs.
+# argv[2] "other-cuxla": a cuxla whose lowering code differs; "no-graph":
+# unpickling a graph fails; "lowering-gone": no lowering is found on disk;
+# "compile-fails": XLA's compile of a whole graph fails.
 _TORCH_SCRIPT = r"""
 import json, sys
 import torch
 import cuxla.dynamo
 from cuxla import _cuxla, _models
+from torch.fx._graph_pickler import GraphPickler
 if sys.argv[2:] == ["other-cuxla"]:
     cuxla.dynamo._lowering_source_digest = lambda: "another cuxla's"
+if sys.argv[2:] == ["no-graph"]:
+    def refused(cls, *args, **kwargs):
+        raise AssertionError("a graph was unpickled")
+    GraphPickler.loads = classmethod(refused)
+if sys.argv[2:] == ["lowering-gone"]:
+    cuxla.dynamo._lowered_from_cache = lambda key: None
+if sys.argv[2:] == ["compile-fails"]:
+    compile_as_xla_does = cuxla.dynamo._xla_compile
+    def fails(program, platform, count):
+        if count:  # a whole graph's program, not the single ops compiled to find what fails
+            raise RuntimeError("XLA's compile failed")
+        return compile_as_xla_does(program, platform, count)
+    cuxla.dynamo._xla_compile = fails
 if sys.argv[1] == "bert":
     workload = _models.bert("cpu", "tiny")
 else:
@@ -217,6 +233,24 @@ def test_second_process_takes_aot_autograds_graphs_from_its_cache(tmp_path, mode
     assert second["aot_hits"] == first["aot_saved"] + first["aot_hits"] and second["aot_saved"] == 0, second
     assert second["graphs_from_aot_cache"] == second["graphs"] >= 2
     assert second["programs"] == first["programs"] and second["lowered_from_cache"] == second["programs"]
+    assert second["losses"] == _rounding_of(first["losses"])
+
+
+def test_second_process_runs_whole_graph_programs_without_unpickling_their_graphs(tmp_path):
+    first, second = _train_in_a_process(tmp_path), _train_in_a_process(tmp_path, "bert", "no-graph")
+    assert second["graphs_from_aot_cache"] == second["graphs"] >= 2
+    assert second["programs"] == first["programs"] and second["lowered_from_cache"] == second["programs"]
+    assert second["losses"] == _rounding_of(first["losses"])
+
+
+@pytest.mark.parametrize("why", ["lowering-gone", "compile-fails"])
+def test_second_process_compiles_the_graph_again_where_its_program_cannot_run(tmp_path, why):
+    first, second = _train_in_a_process(tmp_path), _train_in_a_process(tmp_path, "bert", why)
+    assert second["graphs_from_aot_cache"] == second["graphs"] >= 2
+    if why == "lowering-gone":  # lowered again from the graph, into XLA
+        assert second["lowered_from_cache"] == 0 and second["programs"] == first["programs"]
+    else:  # nothing of the graph compiles in XLA: PyTorch runs it
+        assert second["programs"] == 0
     assert second["losses"] == _rounding_of(first["losses"])
 
 

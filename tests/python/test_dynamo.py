@@ -345,6 +345,8 @@ def test_programs_are_timed_on_the_device_when_asked(tdev, monkeypatch):
 def test_aot_autograds_compile_time_leaves_cuxlas_compiler_out(tdev, monkeypatch):
     # cuxla's compiler made a second slower per graph: AOTAutograd's share
     # of the compile (tracing, decomposing, partitioning) does not grow by it.
+    # (The caches off: an earlier test's programs would run without a compile.)
+    monkeypatch.setenv("CUXLA_CACHE_DIR", "")
     compile_graph = cuxla.dynamo._compile_graph
     monkeypatch.setattr(cuxla.dynamo, "_compile_graph", lambda *args: time.sleep(1.0) or compile_graph(*args))
     start = time.perf_counter()
@@ -548,6 +550,7 @@ def test_an_error_of_the_backend_itself_leaves_the_graph_to_pytorch(tdev, monkey
         raise RuntimeError("a rewrite failed")
 
     monkeypatch.setattr(cuxla.dynamo, "_as_strided_on_storage", broken)
+    monkeypatch.setenv("CUXLA_CACHE_DIR", "")  # an earlier test's program would run without a compile
     model = torch.nn.Linear(4, 4).to(tdev)
     x = torch.randn(2, 4, device=tdev)
     assert torch.allclose(torch.compile(model, backend="cuxla")(x), model(x))
