@@ -824,10 +824,11 @@ class _CompiledGraph(OutputCode):
     cache keeps (a later process then skips AOTAutograd's tracing and
     partitioning): the graph itself goes to disk, and with it, where the
     whole graph is one XLA program, that program's record (its lowering's
-    key, constants and outputs' plan). A later process runs the record's
-    program, its lowering and XLA's executable from cuxla's cache, and loads
-    the graph only if the record cannot run (its lowering gone from the
-    cache, XLA's compile failing); else it compiles the graph again."""
+    key, constants and outputs' plan). A later process runs the recorded
+    program (its lowering and XLA's executable from cuxla's cache) without
+    the graph; where there is no record, or it cannot run (its lowering gone
+    from the cache, XLA's compile failing, `fallback_random` changed), it
+    loads the graph and compiles it again."""
 
     def __init__(self, gm: torch.fx.GraphModule):
         super().__init__()
