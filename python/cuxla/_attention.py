@@ -21,9 +21,9 @@ dropout, it keeps PyTorch's kernels.
 Which fused attention XLA runs on CUDA is `CUXLA_ATTENTION`'s: "cudnn" (the
 default) asks XLA's CUDA compiler for cuDNN's flash attention (a custom call
 it builds with cuDNN) where cuDNN takes it: float16 or bfloat16, causal or
-not, an additive mask or none (the materialized causal mask transformers
-gives on CUDA is one; a boolean mask, or a mask with a gradient, stays XLA's
-own), no dropout, head size a multiple of 8 up to 128 (256 from compute
+not, a mask or none (a boolean mask goes as the additive mask it is, a
+query with every position masked then given 0; a mask with a gradient stays
+XLA's own), no dropout, head size a multiple of 8 up to 128 (256 from compute
 capability 9.0); elsewhere, and where JAX's cuDNN checks refuse a shape,
 XLA's own, said in the log. "xla" writes attention out as XLA's own ops
 (scores, softmax, products), as on every other platform. JAX's checks ask
@@ -331,8 +331,9 @@ def _jax_attention(query, key, value, bias, is_causal, scale, dropout_p=0.0, see
         mask, bias = bias, None
     q, k, v = heads_second(query), heads_second(key), heads_second(value)
     out_lse = None
-    if cudnn and mask is None and query.dtype in (jnp.bfloat16, jnp.float16) and _cudnn_lowering.get():
-        out_lse = _cudnn_attention(q, k, v, bias, is_causal, scale)
+    if cudnn and query.dtype in (jnp.bfloat16, jnp.float16) and _cudnn_lowering.get():
+        out_lse = _cudnn_attention(q, k, v, bias, is_causal, scale) if mask is None else \
+            _cudnn_attention_with_boolean_mask(q, k, v, mask, is_causal, scale)
     if out_lse is None:
         out_lse = jax.nn.dot_product_attention(q, k, v, bias=bias, mask=mask, scale=scale, is_causal=is_causal,
                                                return_residual=True)
@@ -379,6 +380,23 @@ def _cudnn_attention(q, k, v, bias, is_causal, scale):
         log.info("attention of %s x %s runs as XLA's own ops: cuDNN's path refused it: %s", tuple(q.shape), q.dtype,
                  said[0])
         return None
+
+
+def _cudnn_attention_with_boolean_mask(q, k, v, mask, is_causal, scale):
+    """`_cudnn_attention` with a boolean mask (B or 1, N or 1, T, S), as the
+    additive mask it is; a query whose every position is masked attends to
+    nothing (output 0, log-sum-exp -inf, as PyTorch's), where cuDNN would
+    weigh every position alike."""
+    import jax.numpy as jnp
+
+    out_lse = _cudnn_attention(q, k, v, jnp.where(mask, 0.0, -jnp.inf).astype(q.dtype), is_causal, scale)
+    if out_lse is None:
+        return None
+    if is_causal:
+        mask = mask & jnp.tril(jnp.ones(mask.shape[-2:], jnp.bool_))
+    attends = jnp.swapaxes(jnp.any(mask, axis=-1), 1, 2)  # (B or 1, T, N or 1), as the log-sum-exp's layout
+    out, lse = out_lse
+    return jnp.where(attends[..., None], out, jnp.zeros((), out.dtype)), jnp.where(attends, lse, -jnp.inf)
 
 
 @contextlib.contextmanager

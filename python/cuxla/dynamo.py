@@ -46,6 +46,7 @@ from torch._functorch.partitioners import min_cut_rematerialization_partition
 from torch._inductor.output_code import OutputCode
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupport
+from torch.utils._python_dispatch import _disable_current_modes
 
 import cuxla
 
@@ -856,7 +857,10 @@ class _CompiledGraph(OutputCode):
         ops = Options(ops_filter=lambda name: _ops_filter_safe(name) or name.startswith("torch.ops.cuxla."),
                       node_metadata_key_filter=lambda key: key == "val")
         try:
-            pickled = GraphPickler.dumps(self._graph, ops)
+            # Outside AOTAutograd's modes: a CUDA constant is pickled by a
+            # copy to the host, which under its fake mode is fake.
+            with _disable_current_modes():
+                pickled = GraphPickler.dumps(self._graph, ops)
         except Exception as error:  # PyTorch then keeps no entry, and says so without saying where
             log.warning("AOTAutograd's cache keeps no entry for this graph: %s", _unpicklable(self._graph, ops, error))
             raise
@@ -901,14 +905,18 @@ def _empty_constants_made_real(gm: torch.fx.GraphModule) -> torch.fx.GraphModule
     cache starts so) reaches the graph as a fake tensor, or as a real one
     whose data pointer PyTorch guards while tracing; AOTAutograd's cache can
     pickle neither. With no elements, nothing of it is lost."""
-    from torch.utils._python_dispatch import _disable_current_modes
-
     with _disable_current_modes():  # made under AOTAutograd's fake mode, they would be fake again
         for name, value in list(gm._buffers.items()):
             if value is not None and value.numel() == 0:
                 gm.register_buffer(name, torch.empty_strided(value.shape, value.stride(), dtype=value.dtype,
                                                              device=value.device))
     return gm
+
+
+def _described(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"{type(value).__name__} {tuple(value.shape)} {value.dtype} on {value.device}"
+    return type(value).__name__
 
 
 def _unpicklable(gm: torch.fx.GraphModule, options: Any, error: Exception) -> str:
@@ -925,7 +933,11 @@ def _unpicklable(gm: torch.fx.GraphModule, options: Any, error: Exception) -> st
 
     for name, value in gm.__dict__.items():
         if name != "_graph" and fails(value):
-            return f"its attribute {name!r} ({type(value).__name__}) cannot be pickled: {_one_line(error)}"
+            part = repr(name)
+            if isinstance(value, dict):  # the module's buffers: which one
+                part, value = next(((f"{name}[{key!r}]", held) for key, held in value.items() if fails(held)),
+                                   (part, value))
+            return f"its attribute {part} ({_described(value)}) cannot be pickled: {_one_line(error)}"
     for node in gm.graph.nodes:
         held = [leaf for leaf in pytree.tree_leaves((node.args, node.kwargs, node.meta.get("val")))
                 if not isinstance(leaf, torch.fx.Node)]

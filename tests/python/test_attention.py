@@ -294,9 +294,10 @@ def test_cudnn_attention_is_lowered_for_cuda_by_default(monkeypatch, a_hopper_gp
     assert _attention.implementation("cuda") == "cudnn"
     text = _lowered_for_cuda(jnp.bfloat16)
     assert "__cudnn$fmhaSoftmax" in text and "__cudnn$fmhaSoftmaxBackward" in text
-    # Where cuDNN does not take it: float32, a mask, or not asked for.
+    # A boolean mask (transformers' on CUDA) goes as the additive mask it is.
+    assert "__cudnn$fmhaScaleBiasSoftmax(" in _lowered_for_cuda(jnp.bfloat16, masked=True)
+    # Where cuDNN does not take it: float32, or not asked for.
     assert "__cudnn$fmha" not in _lowered_for_cuda(jnp.float32)
-    assert "__cudnn$fmha" not in _lowered_for_cuda(jnp.bfloat16, masked=True)
     monkeypatch.setenv("CUXLA_ATTENTION", "xla")
     assert "__cudnn$fmha" not in _lowered_for_cuda(jnp.bfloat16)
     assert _attention.implementation("cuda") == "xla"
@@ -319,9 +320,11 @@ def test_cudnn_attention_takes_an_additive_mask_and_writes_no_gradient_for_it(mo
     assert "__cudnn$fmhaScaleBiasSoftmax(" in text and "Backward" not in text
 
 
-def test_cudnn_attention_is_handed_the_additive_mask_as_a_constant(monkeypatch):
-    # cuDNN's kernel faked by XLA's attention of what JAX hands it, run by JAX on the CPU: the result is
-    # attention with the mask added (as clamped), and JAX asks for no gradient of it.
+@pytest.fixture
+def cudnn_kernel_run_by_xla(monkeypatch):
+    """cuDNN's kernel faked by XLA's attention of what JAX hands it, run by
+    JAX on the CPU; gives the list of what JAX asked it to write (whether a
+    mask's gradient is among it: `variadic_args`), one entry per call."""
     import jax
     import jax.numpy as jnp
     from jax._src.cudnn import fused_attention_stablehlo
@@ -332,12 +335,24 @@ def test_cudnn_attention_is_handed_the_additive_mask_as_a_constant(monkeypatch):
     asked = []
 
     def kernel(query, key, value, bias, *rest):
-        scale, variadic_args = rest[6], rest[9]
+        scale, variadic_args, mask_type = rest[6], rest[9], rest[10]
         asked.append(variadic_args)
-        out, lse = jax.nn.dot_product_attention(query, key, value, bias=bias, scale=scale, return_residual=True)
+        types = fused_attention_stablehlo.MaskType
+        causal = mask_type in (types.CAUSAL, types.PADDING_CAUSAL)
+        out, lse = jax.nn.dot_product_attention(query, key, value, bias=bias, scale=scale, is_causal=causal,
+                                                return_residual=True)
         return out, jnp.swapaxes(lse, 1, 2)  # cuDNN's log-sum-exps are (batch, heads, sequence)
 
     monkeypatch.setattr(fused_attention_stablehlo, "_dot_product_attention", kernel)
+    return asked
+
+
+def test_cudnn_attention_is_handed_the_additive_mask_as_a_constant(cudnn_kernel_run_by_xla):
+    # The result is attention with the mask added (as clamped), and JAX asks for no gradient of it.
+    import jax
+    import jax.numpy as jnp
+
+    asked = cudnn_kernel_run_by_xla
     q, k, v = (jax.random.normal(jax.random.PRNGKey(i), (2, 16, 4, 8), jnp.bfloat16) for i in range(3))
     mask = jax.random.normal(jax.random.PRNGKey(3), (2, 1, 16, 16), jnp.bfloat16)
     mask = mask.at[:, :, :, -3:].set(jnp.finfo(jnp.bfloat16).min)  # transformers' masked positions
@@ -348,6 +363,31 @@ def test_cudnn_attention_is_handed_the_additive_mask_as_a_constant(monkeypatch):
     assert jnp.allclose(out.astype(jnp.float32), expected.astype(jnp.float32), atol=1e-2)
     unmasked = jax.nn.dot_product_attention(q, k, v, scale=0.25)
     assert not jnp.allclose(out.astype(jnp.float32), unmasked.astype(jnp.float32), atol=1e-2)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_cudnn_attention_with_a_boolean_mask_gives_a_fully_masked_query_nothing(cudnn_kernel_run_by_xla, causal):
+    # cuDNN would weigh every key alike for a query that may see none; PyTorch gives it 0 (and a log-sum-exp of -inf).
+    import jax
+    import jax.numpy as jnp
+
+    q, k, v = (jax.random.normal(jax.random.PRNGKey(i), (2, 16, 4, 8), jnp.bfloat16) for i in range(3))
+    mask = jax.random.uniform(jax.random.PRNGKey(3), (2, 1, 16, 16)) > 0.3
+    mask = mask.at[:, :, :, 0].set(True).at[1, :, 5].set(False)  # batch 1's query 5 sees nothing
+    if causal:
+        mask = mask.at[0, :, 7, :8].set(False)  # and batch 0's query 7 nothing before it
+    with _attention._cudnn_checks_from_torch():
+        out, lse = _attention._cudnn_attention_with_boolean_mask(q, k, v, mask, causal, 0.25)
+    assert cudnn_kernel_run_by_xla == [(True, False)]
+    nothing = [(1, 5)] + ([(0, 7)] if causal else [])
+    for batch, query in nothing:
+        assert (out[batch, query] == 0).all() and (lse[batch, query] == -jnp.inf).all()
+    seen = mask & jnp.tril(jnp.ones((16, 16), jnp.bool_)) if causal else mask
+    expected = jax.nn.dot_product_attention(q, k, v, mask=seen, scale=0.25)
+    for batch, query in nothing:
+        expected = expected.at[batch, query].set(0)
+    assert jnp.allclose(out.astype(jnp.float32), expected.astype(jnp.float32), atol=1e-2)
+    assert jnp.isfinite(lse).sum() == lse.size - len(nothing) * lse.shape[-1]
 
 
 def test_an_additive_mask_is_xlas_own_where_jax_cannot_take_it_without_its_gradient(monkeypatch,
@@ -389,9 +429,10 @@ def test_an_unknown_attention_setting_is_a_value_error(monkeypatch):
         _attention.implementation("cuda")
 
 
-@pytest.mark.parametrize("mask", ["causal", "additive causal"])
+@pytest.mark.parametrize("mask", ["causal", "additive causal", "boolean causal, a query masked"])
 def test_compiled_bfloat16_attention_through_cudnn_matches_pytorch(monkeypatch, client, mask):
-    # "additive causal": the causal mask as transformers makes it on CUDA, the dtype's lowest number where masked.
+    # "additive causal": the causal mask as transformers makes it on CUDA, the dtype's lowest number where masked;
+    # "boolean causal": as transformers 5 makes it, here with a query that may see no key.
     if client.platform != "cuda":
         pytest.skip("cuDNN's attention runs on a CUDA GPU")
     monkeypatch.setenv("CUXLA_ATTENTION", "cudnn")
@@ -408,6 +449,10 @@ def test_compiled_bfloat16_attention_through_cudnn_matches_pytorch(monkeypatch, 
         bias = torch.zeros(2, 1, 128, 128, device="cuda", dtype=torch.bfloat16).masked_fill(
             ~allowed, torch.finfo(torch.bfloat16).min)
     expected, expected_grads = _reference(q.float(), k.float(), v.float(), None, True)
+    if mask.startswith("boolean"):
+        bias = torch.ones(2, 1, 128, 128, dtype=torch.bool, device="cuda").tril()
+        bias[1, :, 9] = False
+        expected, expected_grads = _reference(q.float(), k.float(), v.float(), bias, False)
 
     def attention(q, k, v):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, is_causal=bias is None, enable_gqa=True)

@@ -263,7 +263,7 @@ def test_aot_autograds_entries_are_of_one_cuxla_and_only_with_cuxlas_cache_on(tm
     assert other["losses"] == _rounding_of(first["losses"]) and off["losses"] == _rounding_of(first["losses"])
 
 
-@pytest.mark.parametrize("where", ["attribute", "argument"])
+@pytest.mark.parametrize("where", ["attribute", "buffer", "argument"])
 def test_a_graph_aot_autograds_cache_cannot_keep_is_said_with_what_in_it(caplog, where):
     # PyTorch's warning says only that pickling failed; cuxla's names the part.
     torch = pytest.importorskip("torch")
@@ -279,10 +279,13 @@ def test_a_graph_aot_autograds_cache_cannot_keep_is_said_with_what_in_it(caplog,
     gm = torch.fx.GraphModule({}, graph)
     if where == "attribute":
         gm.stray = no_data
+    elif where == "buffer":
+        gm.register_buffer("stray", no_data)
     with caplog.at_level("WARNING", logger="cuxla.dynamo"), pytest.raises(RuntimeError):
         cuxla.dynamo._CompiledGraph(gm).prepare_for_serialization()
-    part = "its attribute 'stray' (FunctionalTensor) cannot be pickled" if where == "attribute" else \
-        "node add (<built-in method add of type object at "
+    part = {"attribute": "its attribute 'stray' (FunctionalTensor (2,) torch.float32 on cpu) cannot be pickled",
+            "buffer": "its attribute _buffers['stray'] (FunctionalTensor (2,) torch.float32 on cpu) cannot be pickled",
+            "argument": "node add (<built-in method add of type object at "}[where]
     assert f"AOTAutograd's cache keeps no entry for this graph: {part}" in caplog.text, caplog.text
 
 
