@@ -29,6 +29,7 @@ import json
 import logging
 import operator
 import pathlib
+import pickle
 import sys
 import threading
 import time
@@ -837,7 +838,8 @@ class _CompiledGraph(OutputCode):
         self._graph: torch.fx.GraphModule | None = _empty_constants_made_real(gm)
         self._pickled: bytes | None = None
         self._run: Callable | None = None
-        self._program: dict | None = None  # the whole graph's XLA program's record, and its ops
+        # The whole graph's XLA program's record, and its ops (pickled while in AOTAutograd's cache).
+        self._program: dict | bytes | None = None
 
     def compile(self) -> "_CompiledGraph":
         runs = _timed(_compile_graph, self._graph, _example_values(self._graph))
@@ -856,15 +858,17 @@ class _CompiledGraph(OutputCode):
         # node's metadata only its value (a fake tensor) is read again.
         ops = Options(ops_filter=lambda name: _ops_filter_safe(name) or name.startswith("torch.ops.cuxla."),
                       node_metadata_key_filter=lambda key: key == "val")
-        try:
-            # Outside AOTAutograd's modes: a CUDA constant is pickled by a
-            # copy to the host, which under its fake mode is fake.
-            with _disable_current_modes():
+        # Both pickled here, outside AOTAutograd's modes: a CUDA tensor (a
+        # constant) is pickled by a copy to the host, fake under its fake mode.
+        with _disable_current_modes():
+            try:
                 pickled = GraphPickler.dumps(self._graph, ops)
-        except Exception as error:  # PyTorch then keeps no entry, and says so without saying where
-            log.warning("AOTAutograd's cache keeps no entry for this graph: %s", _unpicklable(self._graph, ops, error))
-            raise
-        self._pickled, self._graph, self._run = pickled, None, None
+            except Exception as error:  # PyTorch then keeps no entry, and says so without saying where
+                log.warning("AOTAutograd's cache keeps no entry for this graph: %s",
+                            _unpicklable(self._graph, ops, error))
+                raise
+            program = pickle.dumps(self._program)
+        self._pickled, self._program, self._graph, self._run = pickled, program, None, None
 
     def post_compile(self, example_inputs: Sequence[Any], constants: Any, graph_kwargs: Any) -> None:
         if self._run is not None:  # compiled in this process
@@ -872,6 +876,8 @@ class _CompiledGraph(OutputCode):
         from torch.fx._graph_pickler import GraphPickler
 
         fake_mode = torch._guards.detect_fake_mode(example_inputs) or torch._subclasses.FakeTensorMode()
+        if isinstance(self._program, bytes):
+            self._program = pickle.loads(self._program)
         # The record holds where the graph's ops run: it stands while the setting that moves them does.
         runs_as_recorded = self._program is not None and self._program["fallback_random"] == fallback_random
         program = _timed(self._from_record, fake_mode) if runs_as_recorded else None
