@@ -47,6 +47,8 @@ import threading
 
 import torch
 
+from ._errors import one_line
+
 aten = torch.ops.aten
 log = logging.getLogger("cuxla.dynamo")
 
@@ -376,9 +378,8 @@ def _cudnn_attention(q, k, v, bias, is_causal, scale):
             return jax.nn.dot_product_attention(q, k, v, mask=mask, scale=scale, is_causal=is_causal,
                                                 implementation="cudnn", return_residual=True)
     except (NotImplementedError, ValueError, RuntimeError) as refused:
-        said = str(refused).strip().splitlines() or [type(refused).__name__]
         log.info("attention of %s x %s runs as XLA's own ops: cuDNN's path refused it: %s", tuple(q.shape), q.dtype,
-                 said[0])
+                 one_line(refused))
         return None
 
 

@@ -24,6 +24,8 @@ import sys
 import time
 import traceback
 
+from ._errors import one_line
+
 BATCH, SEQUENCE = 2, 16
 
 # Every model gets these sizes, under whichever of the names its config uses.
@@ -197,8 +199,7 @@ def _first_line(error: BaseException) -> str:
     error in a BackendCompilerFailed whose own first line says nothing."""
     while error.__cause__ is not None:
         error = error.__cause__
-    lines = [line for line in str(error).splitlines() if line.strip()]
-    return f"{type(error).__name__}: {lines[0].strip() if lines else ''}"[:200]
+    return one_line(error)[:200]
 
 
 # A gradient below this share of the model's largest is taken for rounding.

@@ -52,6 +52,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 import cuxla
 
 from . import _attention, _torchax
+from ._errors import one_line
 from . import torch as cuxla_torch
 
 log = logging.getLogger("cuxla.dynamo")
@@ -582,7 +583,7 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
                 if not _rule_out_failing_ops(failure.graph, ruled_out):
                     raise failure.__cause__ from None
     except Exception as error:  # a graph nothing could lower, or a bug of ours: it still runs
-        reason = f"the graph did not lower: {_one_line(error)}"
+        reason = f"the graph did not lower: {one_line(error)}"
     ops = len(_aten_ops(gm))
     log.warning("a graph of %d ops runs in PyTorch: %s", ops, reason)
     _record(ops, 0, {"graph": (f"a whole graph of {ops} ops", reason)})
@@ -596,15 +597,10 @@ def _compiled_again(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], rec
     `recorded_in`, its epoch then), the graph compiled again as `error` allows."""
     ops = len(_aten_ops(gm))
     log.warning("XLA's compile of a graph of %d ops failed (%s): compiled again, what fails left to PyTorch",
-                ops, _one_line(error))
+                ops, one_line(error))
     if recorded_in == _epoch:
         _record(-ops, -ops, {}, graphs=-1, xla_programs=-1)
     return _compile_graph(gm, example_inputs, compile_failed=error)
-
-
-def _one_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0] if text else ''}"
 
 
 class _LoweringFailed(Exception):
@@ -727,7 +723,7 @@ def _rule_out_failing_ops(gm: torch.fx.GraphModule, ruled_out: dict[str, str]) -
         try:
             _XlaProgram(single, values, count=False)
         except Exception as error:
-            ruled_out[node.name] = f"its lowering failed: {_one_line(error)[:200]}"
+            ruled_out[node.name] = f"its lowering failed: {one_line(error)[:200]}"
             found = True
     return found
 
@@ -943,13 +939,13 @@ def _unpicklable(gm: torch.fx.GraphModule, options: Any, error: Exception) -> st
             if isinstance(value, dict):  # the module's buffers: which one
                 part, value = next(((f"{name}[{key!r}]", held) for key, held in value.items() if fails(held)),
                                    (part, value))
-            return f"its attribute {part} ({_described(value)}) cannot be pickled: {_one_line(error)}"
+            return f"its attribute {part} ({_described(value)}) cannot be pickled: {one_line(error)}"
     for node in gm.graph.nodes:
         held = [leaf for leaf in pytree.tree_leaves((node.args, node.kwargs, node.meta.get("val")))
                 if not isinstance(leaf, torch.fx.Node)]
         if fails(held):
-            return f"node {node.name} ({node.target}) holds what cannot be pickled: {_one_line(error)}"
-    return _one_line(error)
+            return f"node {node.name} ({node.target}) holds what cannot be pickled: {one_line(error)}"
+    return one_line(error)
 
 
 def _compile_for_aot_cache(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> _CompiledGraph:

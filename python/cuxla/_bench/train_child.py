@@ -14,6 +14,7 @@ import sys
 import time
 
 from .. import _models, _torch_memory
+from .._errors import one_line
 from . import step_profile
 
 
@@ -83,8 +84,7 @@ def _profile(step, sync, steps: int) -> dict:
     try:
         return step_profile.profile_steps(step, sync, steps)
     except Exception as error:  # the profiler's (CUPTI's) own failure: the run's other numbers stand
-        said = str(error).strip().splitlines()
-        return {"error": f"{type(error).__name__}: {said[0] if said else ''}"}
+        return {"error": one_line(error)}
 
 
 def _xla_calls(backend: str) -> tuple[int, float, float]:
