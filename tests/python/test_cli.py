@@ -181,6 +181,15 @@ def test_bench_trains_profile_sums_device_time_by_kind_and_overlaps_once():
                                                    "copies": 1e-3, "other": 6.5e-3})
     assert [k["name"] for k in summary["longest"]] == ["loop_add_fusion", "sm90_xmma_gemm_f32f32_tf32f32_f32_nn",
                                                        "pytorch_flash::flash_fwd_kernel<cutlass::half_t>"]
+    by_kind = {kind: [(k["name"], k["ms"]) for k in named] for kind, named in summary["longest_by_kind"].items()}
+    assert by_kind == {"attention": [("pytorch_flash::flash_fwd_kernel<cutlass::half_t>", pytest.approx(2e-3))],
+                       "matmul": [("sm90_xmma_gemm_f32f32_tf32f32_f32_nn", pytest.approx(5e-3)),
+                                  ("gemm_fusion_dot_3", pytest.approx(1e-3)),
+                                  ("triton_tem_fused_addmm_0", pytest.approx(0.5e-3))],
+                       "optimizer": [("void at::native::multi_tensor_apply_kernel<TensorListMetadata<4>>",
+                                      pytest.approx(0.5e-3))],
+                       "copies": [("Memcpy DtoD (Device -> Device)", pytest.approx(1e-3))],
+                       "other": [("loop_add_fusion", pytest.approx(6.5e-3))]}
 
 
 def test_bench_trains_profile_reads_pytorchs_profiler():
@@ -204,7 +213,9 @@ def test_bench_train_table_says_where_each_steps_device_time_goes(tmp_path):
            "device_ms_in_xla_per_step": 39.0, "graph_breaks": 0, "first_loss": 10.0, "final_loss": 9.0}
     profile = {"device_busy_ms": 41.5, "device_events": 900.0,
                "ms_by_kind": {"attention": 0.0, "matmul": 20.0, "optimizer": 2.0, "copies": 0.5, "other": 19.0},
-               "longest": [{"name": "loop_add_fusion", "ms": 3.25}]}
+               "longest": [{"name": "loop_add_fusion", "ms": 3.25}],
+               "longest_by_kind": {"other": [{"name": "loop_add_fusion", "ms": 3.25}],
+                                   "copies": [{"name": "Memcpy DtoD (Device -> Device)", "ms": 0.5}]}}
     rows = [{**row, "backend": "cuxla", "profile": profile},
             {**row, "backend": "inductor", "profile": {"error": "RuntimeError: CUPTI is not there"}},
             {**row, "backend": "eager", "profile": None}]
@@ -215,8 +226,10 @@ def test_bench_train_table_says_where_each_steps_device_time_goes(tmp_path):
     assert "| bert | cuxla | 45.00 | 41.50 | 3.50 | 900 | 0.00 | 20.00 | 2.00 | 0.50 | 19.00 | " \
            "loop_add_fusion 3.25 |" in table
     assert "| bert | inductor | 45.00 | profile failed: RuntimeError: CUPTI is not there |" in table
-    profiled = table[table.index("| model | backend | step | busy |"):].splitlines()[2:]
+    profiled = table[table.index("| model | backend | step | busy |"):].split("\n\n")[0].splitlines()[2:]
     assert [line.split(" | ")[1] for line in profiled] == ["cuxla", "inductor"]  # eager's has no profile
+    assert "| bert | cuxla | other | loop_add_fusion 3.25 |\n| bert | cuxla | copies | Memcpy DtoD (Device -> Device) " \
+           "0.50 |" in table
     assert writers.step_profile_said(profile, 45.0).startswith("device busy 41.50 of the step's 45.00 ms, 900")
 
 

@@ -27,7 +27,8 @@ def kind_of(name: str) -> str:
 def summarize(device_events: Iterable[tuple[str, float, float]], steps: int) -> dict:
     """Per step: the device's busy milliseconds (the union of its events'
     intervals), kernels and copies launched, milliseconds by kind, and the
-    three longest kernels by name. `device_events`: (name, start µs, end µs)."""
+    three longest kernels by name, of all and of each kind. `device_events`:
+    (name, start µs, end µs)."""
     events = sorted(device_events, key=lambda e: e[1])
     busy_us, covered_to = 0.0, float("-inf")
     by_kind = dict.fromkeys([*KINDS, OTHER], 0.0)
@@ -37,10 +38,15 @@ def summarize(device_events: Iterable[tuple[str, float, float]], steps: int) -> 
         covered_to = max(covered_to, end)
         by_kind[kind_of(name)] += end - start
         by_name[name] = by_name.get(name, 0.0) + end - start
-    longest = sorted(by_name.items(), key=lambda item: -item[1])[:3]
+    def longest(names: Iterable[str]) -> list[dict]:
+        return [{"name": name[:80], "ms": by_name[name] / 1e3 / steps}
+                for name in sorted(names, key=lambda name: -by_name[name])[:3]]
+
     return {"device_busy_ms": busy_us / 1e3 / steps, "device_events": len(events) / steps,
             "ms_by_kind": {kind: us / 1e3 / steps for kind, us in by_kind.items()},
-            "longest": [{"name": name[:80], "ms": us / 1e3 / steps} for name, us in longest]}
+            "longest": longest(by_name),
+            "longest_by_kind": {kind: longest(name for name in by_name if kind_of(name) == kind)
+                                for kind in by_kind if by_kind[kind]}}
 
 
 def profile_steps(step: Callable[[], object], sync: Callable[[], None], steps: int, device: str = "cuda") -> dict:

@@ -154,10 +154,14 @@ def write_train(rows: list[dict], card: str, rounds: int, steps: int, tf32: bool
                 lines.append(f"| {r['model']} | {r['backend']} | {r['step_ms']:.2f} | profile failed: "
                              f"{p['error'][:80]} |")
                 continue
-            longest = "; ".join(_longest_kernels(p))
+            longest = "; ".join(_longest_kernels(p["longest"]))
             lines.append(f"| {r['model']} | {r['backend']} | {r['step_ms']:.2f} | {p['device_busy_ms']:.2f} | "
                          f"{r['step_ms'] - p['device_busy_ms']:.2f} | {p['device_events']:.0f} | " +
                          " | ".join(f"{p['ms_by_kind'][k]:.2f}" for k in kinds) + f" | {longest} |")
+        lines += ["", "The longest kernels of each kind, ms a step (names cut at 40 characters):", "",
+                  "| model | backend | kind | longest kernels |", "|---|---|---|---|"]
+        lines += [f"| {r['model']} | {r['backend']} | {kind} | {'; '.join(_longest_kernels(named))} |"
+                  for r in profiled for kind, named in r["profile"].get("longest_by_kind", {}).items()]
     models = list(dict.fromkeys(r["model"] for r in rows))
     backends = list(dict.fromkeys(r["backend"] for r in rows))
     panels = [("step time (ms)", "step_ms"), ("cold compile (s)", "cold_compile_s")]
@@ -185,13 +189,13 @@ def step_profile_said(profile: dict, step_ms: float) -> str:
     if "error" in profile:
         return f"profile failed: {profile['error']}"
     kinds = ", ".join(f"{kind} {ms:.2f}" for kind, ms in profile["ms_by_kind"].items())
-    longest = ", ".join(_longest_kernels(profile))
+    longest = ", ".join(_longest_kernels(profile["longest"]))
     return (f"device busy {profile['device_busy_ms']:.2f} of the step's {step_ms:.2f} ms, "
             f"{profile['device_events']:.0f} kernels and copies: {kinds} ms; longest: {longest}")
 
 
-def _longest_kernels(profile: dict) -> list[str]:
-    return [f"{k['name'][:40]} {k['ms']:.2f}" for k in profile["longest"]]
+def _longest_kernels(kernels: list[dict]) -> list[str]:
+    return [f"{k['name'][:40]} {k['ms']:.2f}" for k in kernels]
 
 
 def _cell(value, form: str) -> str:
