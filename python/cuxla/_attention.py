@@ -29,7 +29,9 @@ XLA's own, said in the log. "xla" writes attention out as XLA's own ops
 (scores, softmax, products), as on every other platform. JAX's checks ask
 JAX's GPU client for the compute capability; while lowering they are
 answered from PyTorch's current CUDA device instead, so that no JAX client
-is made (lowering touches no device).
+is made (lowering touches no device). cuDNN's backward reads the forward's
+output and log-sum-exps, which the forward then keeps (`_cudnn_forward`);
+XLA's own backward recomputes the weights from the inputs.
 
 Tensors are (batch, heads, sequence, head size) as in PyTorch; the key and
 value may have fewer heads than the query (grouped-query attention). A
@@ -44,6 +46,7 @@ import logging
 import math
 import os
 import threading
+import types
 
 import torch
 
@@ -162,36 +165,42 @@ def _(query, key, value, bias, is_causal, scale, dropout_p=0.0, seed=None):
 @torch.library.custom_op("cuxla::attention_backward", mutates_args=())
 def attention_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                        bias: torch.Tensor | None, is_causal: bool, scale: float, dropout_p: float = 0.0,
-                       seed: torch.Tensor | None = None, bias_needs_grad: bool = False
+                       seed: torch.Tensor | None = None, bias_needs_grad: bool = False,
+                       out: torch.Tensor | None = None, lse: torch.Tensor | None = None
                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Gradients of `attention` (with the same dropout seed) for query, key,
-    value and, if `bias_needs_grad`, the float mask (else an empty tensor)."""
+    value and, if `bias_needs_grad`, the float mask (else an empty tensor).
+    `out`, `lse`: what `attention` gave, which cuDNN's backward reads rather
+    than running the forward again (elsewhere the weights are recomputed)."""
     return _math_attention_backward(grad_out, query, key, value, bias, is_causal, scale, dropout_p, seed,
                                     bias_needs_grad)
 
 
 @attention_backward.register_fake
-def _(grad_out, query, key, value, bias, is_causal, scale, dropout_p=0.0, seed=None, bias_needs_grad=False):
+def _(grad_out, query, key, value, bias, is_causal, scale, dropout_p=0.0, seed=None, bias_needs_grad=False,
+      out=None, lse=None):
     grad_bias = torch.empty_like(bias) if bias_needs_grad else _no_gradient(query)
     return torch.empty_like(query), torch.empty_like(key), torch.empty_like(value), grad_bias
 
 
 def _attention_saved(ctx, inputs, output):
     query, key, value, bias, is_causal, scale, dropout_p, seed = inputs
-    ctx.save_for_backward(query, key, value, bias, seed)
-    ctx.is_causal, ctx.scale, ctx.dropout_p = is_causal, scale, dropout_p
     ctx.bias_needs_grad = bias is not None and ctx.needs_input_grad[3]
+    read = _backward_reads_forward(query, dropout_p, ctx.bias_needs_grad)
+    ctx.save_for_backward(query, key, value, bias, seed, *(output if read else (None, None)))
+    ctx.is_causal, ctx.scale, ctx.dropout_p = is_causal, scale, dropout_p
 
 
 def _attention_gradients(ctx, grad_out, grad_lse):
-    query, key, value, bias, seed = ctx.saved_tensors
+    query, key, value, bias, seed, out, lse = ctx.saved_tensors
     grads = attention_backward(grad_out, query, key, value, bias, ctx.is_causal, ctx.scale, ctx.dropout_p, seed,
-                               ctx.bias_needs_grad)
+                               ctx.bias_needs_grad, out, lse)
     return (*grads[:3], grads[3] if ctx.bias_needs_grad else None, None, None, None, None)
 
 
 # The pair differentiated as a pair: what the forward saves is its inputs
-# (the backward recomputes the weights), as eager's fused kernels save little more.
+# (and where cuDNN's backward reads them, its output and log-sum-exps), not
+# the weights, as eager's fused kernels do.
 attention.register_autograd(_attention_gradients, setup_context=_attention_saved)
 
 
@@ -241,11 +250,23 @@ def _forward(query, key, value, bias, is_causal, scale, dropout_p):
     return out, lse, seed
 
 
-def _backward(grad_out, query, key, value, bias, is_causal, scale, dropout_p, seed, bias_needs_grad=False):
+def _backward(grad_out, query, key, value, bias, is_causal, scale, dropout_p, seed, out, lse,
+              bias_needs_grad=False):
     """The gradients of query, key and value (and of the mask, if it needs one)."""
+    if not _backward_reads_forward(query, dropout_p, bias_needs_grad):
+        out = lse = None  # kept alive for nothing otherwise
     grads = attention_backward(grad_out, query, key, value, bias, is_causal, _scale(query, scale), dropout_p,
-                               seed if dropout_p else None, bias_needs_grad)
+                               seed if dropout_p else None, bias_needs_grad, out, lse)
     return grads if bias_needs_grad else grads[:3]
+
+
+def _backward_reads_forward(query, dropout_p, bias_needs_grad) -> bool:
+    """Whether cuDNN's backward may run this attention from its forward's
+    output and log-sum-exps, which the forward then saves: on CUDA, float16
+    or bfloat16, cuDNN's attention asked for, no dropout, no mask gradient.
+    (Where JAX's checks refuse the shape after all, they are saved unread.)"""
+    return query.device.type == "cuda" and query.dtype in (torch.float16, torch.bfloat16) and not dropout_p \
+        and not bias_needs_grad and implementation("cuda") == "cudnn"
 
 
 def _flash_cpu(query, key, value, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):
@@ -258,7 +279,7 @@ def _flash_cpu_backward(grad_out, query, key, value, out, logsumexp, dropout_p, 
                         scale=None):
     if dropout_p:
         return NotImplemented
-    return _backward(grad_out, query, key, value, attn_mask, is_causal, scale, 0.0, None)
+    return _backward(grad_out, query, key, value, attn_mask, is_causal, scale, 0.0, None, out, logsumexp)
 
 
 def _efficient(query, key, value, attn_bias, compute_log_sumexp, dropout_p=0.0, is_causal=False, *, scale=None):
@@ -269,8 +290,10 @@ def _efficient(query, key, value, attn_bias, compute_log_sumexp, dropout_p=0.0, 
 def _efficient_backward(grad_out, query, key, value, attn_bias, out, logsumexp, philox_seed, philox_offset,
                         dropout_p, grad_input_mask, is_causal=False, *, scale=None):
     if attn_bias is not None and grad_input_mask[3]:
-        return _backward(grad_out, query, key, value, attn_bias, is_causal, scale, dropout_p, philox_seed, True)
-    return (*_backward(grad_out, query, key, value, attn_bias, is_causal, scale, dropout_p, philox_seed), None)
+        return _backward(grad_out, query, key, value, attn_bias, is_causal, scale, dropout_p, philox_seed, out,
+                         logsumexp, True)
+    return (*_backward(grad_out, query, key, value, attn_bias, is_causal, scale, dropout_p, philox_seed, out,
+                       logsumexp), None)
 
 
 def _flash_or_cudnn(query, key, value, bias, dropout_p, is_causal, return_debug_mask, scale):
@@ -290,7 +313,7 @@ def _flash(query, key, value, dropout_p=0.0, is_causal=False, return_debug_mask=
 
 def _flash_backward(grad_out, query, key, value, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p,
                     is_causal, philox_seed, philox_offset, *, scale=None):
-    return _backward(grad_out, query, key, value, None, is_causal, scale, dropout_p, philox_seed)
+    return _backward(grad_out, query, key, value, None, is_causal, scale, dropout_p, philox_seed, out, logsumexp)
 
 
 def _cudnn(query, key, value, attn_bias, compute_log_sumexp, dropout_p=0.0, is_causal=False,
@@ -300,7 +323,8 @@ def _cudnn(query, key, value, attn_bias, compute_log_sumexp, dropout_p=0.0, is_c
 
 def _cudnn_backward(grad_out, query, key, value, out, logsumexp, philox_seed, philox_offset, attn_bias, cum_seq_q,
                     cum_seq_k, max_q, max_k, dropout_p, is_causal, *, scale=None):
-    return _backward(grad_out, query, key, value, attn_bias, is_causal, scale, dropout_p, philox_seed)
+    return _backward(grad_out, query, key, value, attn_bias, is_causal, scale, dropout_p, philox_seed, out,
+                     logsumexp)
 
 
 DECOMPOSITIONS = {
@@ -316,8 +340,10 @@ DECOMPOSITIONS = {
 """ATen attention kernel -> its rewrite to the pair, for AOTAutograd's decomposition table."""
 
 
-def _jax_attention(query, key, value, bias, is_causal, scale, dropout_p=0.0, seed=None, cudnn=True):
-    """Attention's (output, log-sum-exp); `cudnn`: cuDNN's where lowering for it and it takes this."""
+def _jax_attention(query, key, value, bias, is_causal, scale, dropout_p=0.0, seed=None, cudnn=True, saved=None):
+    """Attention's (output, log-sum-exp); `cudnn`: cuDNN's where lowering for
+    it and it takes this; `saved`: (output, log-sum-exp) this gave before,
+    which cuDNN's path takes as its forward's results (not run again)."""
     import jax
     import jax.numpy as jnp
 
@@ -334,8 +360,11 @@ def _jax_attention(query, key, value, bias, is_causal, scale, dropout_p=0.0, see
     q, k, v = heads_second(query), heads_second(key), heads_second(value)
     out_lse = None
     if cudnn and query.dtype in (jnp.bfloat16, jnp.float16) and _cudnn_lowering.get():
-        out_lse = _cudnn_attention(q, k, v, bias, is_causal, scale) if mask is None else \
-            _cudnn_attention_with_boolean_mask(q, k, v, mask, is_causal, scale)
+        # cuDNN's forward results in its layouts; a query that saw no key
+        # (log-sum-exp -inf) is given 0, a number its backward can read.
+        given = None if saved is None else (heads_second(saved[0]), jnp.where(saved[1] == -jnp.inf, 0.0, saved[1]))
+        out_lse = _cudnn_attention(q, k, v, bias, is_causal, scale, given) if mask is None else \
+            _cudnn_attention_with_boolean_mask(q, k, v, mask, is_causal, scale, given)
     if out_lse is None:
         out_lse = jax.nn.dot_product_attention(q, k, v, bias=bias, mask=mask, scale=scale, is_causal=is_causal,
                                                return_residual=True)
@@ -343,10 +372,12 @@ def _jax_attention(query, key, value, bias, is_causal, scale, dropout_p=0.0, see
     return heads_second(out), heads_second(lse).astype(jnp.float32)
 
 
-def _cudnn_attention(q, k, v, bias, is_causal, scale):
+def _cudnn_attention(q, k, v, bias, is_causal, scale, given=None):
     """cuDNN's flash attention on (B, T, N, H) arrays, with an additive bias
     (B or 1, N or 1, T, S) that is not differentiated, or none: (output,
-    log-sum-exp), or None where JAX's cuDNN checks refuse the shape."""
+    log-sum-exp (B, T, N), float32), or None where JAX's cuDNN checks refuse
+    the shape. `given`: the forward's results as cuDNN gave them (output,
+    log-sum-exp (B, N, T)), taken instead of running it (`_cudnn_forward`)."""
     import jax
     import jax.numpy as jnp
     from jax._src.cudnn import fused_attention_stablehlo as cudnn
@@ -374,23 +405,26 @@ def _cudnn_attention(q, k, v, bias, is_causal, scale):
         mask = jnp.ones(bias.shape, jnp.bool_)
     try:
         with _cudnn_checks_lock, _replaced(cudnn, "should_export_dbias", lambda *args: False), \
-                _replaced(cudnn, "combine_bias_and_mask", lambda _bias, _mask, _dtype: bias):
-            return jax.nn.dot_product_attention(q, k, v, mask=mask, scale=scale, is_causal=is_causal,
-                                                implementation="cudnn", return_residual=True)
+                _replaced(cudnn, "combine_bias_and_mask", lambda _bias, _mask, _dtype: bias), \
+                _cudnn_forward(cudnn, given) as forward_results:
+            out, lse = jax.nn.dot_product_attention(q, k, v, mask=mask, scale=scale, is_causal=is_causal,
+                                                    implementation="cudnn", return_residual=True)
+        # JAX hands the log-sum-exps back in the output's dtype; cuDNN's own are float32.
+        return out, jnp.swapaxes(forward_results[-1][1], 1, 2) if forward_results else lse.astype(jnp.float32)
     except (NotImplementedError, ValueError, RuntimeError) as refused:
         log.info("attention of %s x %s runs as XLA's own ops: cuDNN's path refused it: %s", tuple(q.shape), q.dtype,
                  one_line(refused))
         return None
 
 
-def _cudnn_attention_with_boolean_mask(q, k, v, mask, is_causal, scale):
+def _cudnn_attention_with_boolean_mask(q, k, v, mask, is_causal, scale, given=None):
     """`_cudnn_attention` with a boolean mask (B or 1, N or 1, T, S), as the
     additive mask it is; a query whose every position is masked attends to
     nothing (output 0, log-sum-exp -inf, as PyTorch's), where cuDNN would
     weigh every position alike."""
     import jax.numpy as jnp
 
-    out_lse = _cudnn_attention(q, k, v, jnp.where(mask, 0.0, -jnp.inf).astype(q.dtype), is_causal, scale)
+    out_lse = _cudnn_attention(q, k, v, jnp.where(mask, 0.0, -jnp.inf).astype(q.dtype), is_causal, scale, given)
     if out_lse is None:
         return None
     if is_causal:
@@ -398,6 +432,25 @@ def _cudnn_attention_with_boolean_mask(q, k, v, mask, is_causal, scale):
     attends = jnp.swapaxes(jnp.any(mask, axis=-1), 1, 2)  # (B or 1, T, N or 1), as the log-sum-exp's layout
     out, lse = out_lse
     return jnp.where(attends[..., None], out, jnp.zeros((), out.dtype)), jnp.where(attends, lse, -jnp.inf)
+
+
+@contextlib.contextmanager
+def _cudnn_forward(cudnn, given):
+    """JAX's cuDNN forward primitive, the results of each call kept in the
+    list given back; with `given` (what it gave before), the primitive is not
+    run and `given` stands for its results: a derivative then runs cuDNN's
+    backward on the forward's saved output and log-sum-exps, as PyTorch's
+    fused kernels do, instead of running the forward again. (A JAX without
+    that primitive: the list stays empty, nothing is replaced.)"""
+    primitive = getattr(cudnn, "_dot_product_attention_fwd_p_wrapper", None)
+    results: list[tuple] = []
+
+    def bind(*args, **params):
+        results.append(tuple(given) if given is not None else tuple(primitive.bind(*args, **params)))
+        return results[-1]
+
+    with _replaced(cudnn, "_dot_product_attention_fwd_p_wrapper", types.SimpleNamespace(bind=bind)):
+        yield results
 
 
 @contextlib.contextmanager
@@ -480,12 +533,15 @@ def _jax_attention_with_dropout(query, key, value, bias, is_causal, scale, dropo
 
 
 def _jax_attention_backward(grad_out, query, key, value, bias, is_causal, scale, dropout_p=0.0, seed=None,
-                            bias_needs_grad=False):
+                            bias_needs_grad=False, out=None, lse=None):
     import jax
     import jax.numpy as jnp
 
+    saved = None if out is None or lse is None else (out, lse)
+
     def output(q, k, v, b=bias):  # a mask's gradient is XLA's own attention's: cuDNN's is not asked of it
-        return _jax_attention(q, k, v, b, is_causal, scale, dropout_p, seed, cudnn=not bias_needs_grad)[0]
+        return _jax_attention(q, k, v, b, is_causal, scale, dropout_p, seed, cudnn=not bias_needs_grad,
+                              saved=saved)[0]
 
     # The mask is differentiated only where its gradient is asked for.
     _, vjp = jax.vjp(output, query, key, value, *([bias] if bias_needs_grad else []))

@@ -256,8 +256,9 @@ def _lowered_for_cuda(dtype, causal=True, masked=False, additive=False, mask_gra
     from cuxla import _torchax
 
     def forward_and_backward(q, k, v, g, mask):
-        out, _ = _attention._jax_attention(q, k, v, mask, causal, 0.125)
-        return out, _attention._jax_attention_backward(g, q, k, v, mask, causal, 0.125, bias_needs_grad=mask_gradient)
+        out, lse = _attention._jax_attention(q, k, v, mask, causal, 0.125)
+        return out, _attention._jax_attention_backward(g, q, k, v, mask, causal, 0.125, bias_needs_grad=mask_gradient,
+                                                       out=out, lse=lse)
 
     queries = jax.ShapeDtypeStruct((2, 8, 128, 64), dtype)
     keys = jax.ShapeDtypeStruct((2, 2, 128, 64), dtype)
@@ -321,52 +322,79 @@ def test_cudnn_attention_takes_an_additive_mask_and_writes_no_gradient_for_it(mo
 
 
 @pytest.fixture
-def cudnn_kernel_run_by_xla(monkeypatch):
-    """cuDNN's kernel faked by XLA's attention of what JAX hands it, run by
-    JAX on the CPU; gives the list of what JAX asked it to write (whether a
-    mask's gradient is among it: `variadic_args`), one entry per call."""
+def cudnn_kernels_run_by_xla(monkeypatch):
+    """cuDNN's forward and backward kernels (JAX's two primitives) faked by
+    the math of attention on what JAX hands them, run by JAX on the CPU: the
+    backward, as cuDNN's, from the forward's output and log-sum-exps. Gives
+    the calls made: ("forward" or "backward", what JAX asked it to write
+    (`variadic_args`: whether a mask's gradient is among it))."""
+    import types
+
     import jax
     import jax.numpy as jnp
-    from jax._src.cudnn import fused_attention_stablehlo
+    from jax._src.cudnn import fused_attention_stablehlo as cudnn
 
-    monkeypatch.setattr(fused_attention_stablehlo, "check_cudnn_version", lambda: 91000)
+    monkeypatch.setattr(cudnn, "check_cudnn_version", lambda: 91000)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
-    asked = []
+    calls = []
 
-    def kernel(query, key, value, bias, *rest):
-        scale, variadic_args, mask_type = rest[6], rest[9], rest[10]
-        asked.append(variadic_args)
-        types = fused_attention_stablehlo.MaskType
-        causal = mask_type in (types.CAUSAL, types.PADDING_CAUSAL)
-        out, lse = jax.nn.dot_product_attention(query, key, value, bias=bias, scale=scale, is_causal=causal,
-                                                return_residual=True)
-        return out, jnp.swapaxes(lse, 1, 2)  # cuDNN's log-sum-exps are (batch, heads, sequence)
+    def scores(query, key, bias, scale, mask_type):  # (B, T, N, H), (B, S, K, H) -> (B, N, T, S), float32
+        key = jnp.repeat(key, query.shape[2] // key.shape[2], axis=2)
+        s = jnp.einsum("btnh,bsnh->bnts", query.astype(jnp.float32), key.astype(jnp.float32)) * scale
+        s = s if bias is None or bias.size == 0 else s + bias.astype(jnp.float32)  # no bias: an empty array
+        if mask_type in (cudnn.MaskType.CAUSAL, cudnn.MaskType.PADDING_CAUSAL):
+            s = jnp.where(jnp.tril(jnp.ones(s.shape[-2:], jnp.bool_)), s, -jnp.inf)
+        return s
 
-    monkeypatch.setattr(fused_attention_stablehlo, "_dot_product_attention", kernel)
-    return asked
+    def forward(query, key, value, bias, *_, scale, variadic_args, mask_type, is_training, **__):
+        calls.append(("forward", variadic_args))
+        s = scores(query, key, bias, scale, mask_type)
+        lse = jax.nn.logsumexp(s, axis=-1)  # (B, N, T), as cuDNN's
+        value = jnp.repeat(value, query.shape[2] // value.shape[2], axis=2).astype(jnp.float32)
+        out = jnp.einsum("bnts,bsnh->btnh", jnp.exp(s - lse[..., None]), value).astype(query.dtype)
+        return (out, lse) if is_training else (out,)
+
+    def backward(query, key, value, bias, *rest, scale, variadic_args, mask_type, **_):
+        calls.append(("backward", variadic_args))
+        lse, out, grad_out = rest[6:9]
+        groups = query.shape[2] // key.shape[2]
+        p = jnp.exp(scores(query, key, bias, scale, mask_type) - lse[..., None])
+        grad_out, out = grad_out.astype(jnp.float32), out.astype(jnp.float32)
+        key_f, value_f = (jnp.repeat(x, groups, axis=2).astype(jnp.float32) for x in (key, value))
+        grad_p = jnp.einsum("btnh,bsnh->bnts", grad_out, value_f)
+        grad_s = p * (grad_p - jnp.swapaxes(jnp.sum(grad_out * out, axis=-1), 1, 2)[..., None])
+        grad_q = jnp.einsum("bnts,bsnh->btnh", grad_s, key_f) * scale
+        grad_k = jnp.einsum("bnts,btnh->bsnh", grad_s, query.astype(jnp.float32)) * scale
+        grad_v = jnp.einsum("bnts,btnh->bsnh", p, grad_out)
+        summed = (g.reshape(*g.shape[:2], -1, groups, g.shape[-1]).sum(3) for g in (grad_k, grad_v))
+        return (grad_q.astype(query.dtype), *(g.astype(key.dtype) for g in summed))
+
+    monkeypatch.setattr(cudnn, "_dot_product_attention_fwd_p_wrapper", types.SimpleNamespace(bind=forward))
+    monkeypatch.setattr(cudnn, "_dot_product_attention_bwd_p_wrapper", types.SimpleNamespace(bind=backward))
+    return calls
 
 
-def test_cudnn_attention_is_handed_the_additive_mask_as_a_constant(cudnn_kernel_run_by_xla):
+def test_cudnn_attention_is_handed_the_additive_mask_as_a_constant(cudnn_kernels_run_by_xla):
     # The result is attention with the mask added (as clamped), and JAX asks for no gradient of it.
     import jax
     import jax.numpy as jnp
 
-    asked = cudnn_kernel_run_by_xla
+    calls = cudnn_kernels_run_by_xla
     q, k, v = (jax.random.normal(jax.random.PRNGKey(i), (2, 16, 4, 8), jnp.bfloat16) for i in range(3))
     mask = jax.random.normal(jax.random.PRNGKey(3), (2, 1, 16, 16), jnp.bfloat16)
     mask = mask.at[:, :, :, -3:].set(jnp.finfo(jnp.bfloat16).min)  # transformers' masked positions
     with _attention._cudnn_checks_from_torch():
         out, _ = _attention._cudnn_attention(q, k, v, mask, False, 0.25)
     expected = jax.nn.dot_product_attention(q, k, v, bias=jnp.maximum(mask, -(2.0 ** 41)), scale=0.25)
-    assert asked == [(True, False)]
+    assert calls == [("forward", (True, False))]
     assert jnp.allclose(out.astype(jnp.float32), expected.astype(jnp.float32), atol=1e-2)
     unmasked = jax.nn.dot_product_attention(q, k, v, scale=0.25)
     assert not jnp.allclose(out.astype(jnp.float32), unmasked.astype(jnp.float32), atol=1e-2)
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_cudnn_attention_with_a_boolean_mask_gives_a_fully_masked_query_nothing(cudnn_kernel_run_by_xla, causal):
+def test_cudnn_attention_with_a_boolean_mask_gives_a_fully_masked_query_nothing(cudnn_kernels_run_by_xla, causal):
     # cuDNN would weigh every key alike for a query that may see none; PyTorch gives it 0 (and a log-sum-exp of -inf).
     import jax
     import jax.numpy as jnp
@@ -378,7 +406,7 @@ def test_cudnn_attention_with_a_boolean_mask_gives_a_fully_masked_query_nothing(
         mask = mask.at[0, :, 7, :8].set(False)  # and batch 0's query 7 nothing before it
     with _attention._cudnn_checks_from_torch():
         out, lse = _attention._cudnn_attention_with_boolean_mask(q, k, v, mask, causal, 0.25)
-    assert cudnn_kernel_run_by_xla == [(True, False)]
+    assert cudnn_kernels_run_by_xla == [("forward", (True, False))]
     nothing = [(1, 5)] + ([(0, 7)] if causal else [])
     for batch, query in nothing:
         assert (out[batch, query] == 0).all() and (lse[batch, query] == -jnp.inf).all()
@@ -388,6 +416,69 @@ def test_cudnn_attention_with_a_boolean_mask_gives_a_fully_masked_query_nothing(
         expected = expected.at[batch, query].set(0)
     assert jnp.allclose(out.astype(jnp.float32), expected.astype(jnp.float32), atol=1e-2)
     assert jnp.isfinite(lse).sum() == lse.size - len(nothing) * lse.shape[-1]
+
+
+@pytest.mark.parametrize("mask", ["causal", "additive", "boolean, a query masked"])
+def test_cudnn_backward_reads_the_forwards_output_and_log_sum_exps(monkeypatch, cudnn_kernels_run_by_xla, mask):
+    # As PyTorch's fused kernels: the backward does not run the forward again. Its gradients match attention's
+    # (grouped queries; a query that sees no key has none), and the log-sum-exps handed over are cuDNN's float32.
+    import jax
+    import jax.numpy as jnp
+
+    monkeypatch.setenv("CUXLA_ATTENTION", "cudnn")
+    q = jax.random.normal(jax.random.PRNGKey(0), (2, 4, 16, 8), jnp.float32)
+    k, v = (jax.random.normal(jax.random.PRNGKey(i), (2, 2, 16, 8), jnp.float32) for i in (1, 2))
+    grad = jax.random.normal(jax.random.PRNGKey(3), (2, 4, 16, 8), jnp.float32)
+    causal, bias, keep = mask == "causal", None, jnp.ones((2, 1, 16, 16), jnp.bool_)
+    if mask == "additive":
+        bias = jax.random.normal(jax.random.PRNGKey(4), (2, 1, 16, 16), jnp.bfloat16).astype(jnp.float32)
+    elif mask.startswith("boolean"):
+        keep = (jax.random.uniform(jax.random.PRNGKey(4), (2, 1, 16, 16)) > 0.3).at[..., 0].set(True)
+        keep = keep.at[1, :, 5].set(False)
+        bias = keep
+    if causal:
+        keep = keep & jnp.tril(jnp.ones((16, 16), jnp.bool_))
+
+    def reference(q, k, v):  # float32, (B, N, T, H); a query that sees no key gives 0
+        k, v = (jnp.repeat(x, 2, axis=1) for x in (k, v))
+        s = jnp.einsum("bnth,bnsh->bnts", q, k) * 0.25 + (bias if mask == "additive" else 0.0)
+        s = jnp.where(keep, s, -jnp.inf)
+        weights = jnp.nan_to_num(jnp.exp(s - jax.nn.logsumexp(s, axis=-1, keepdims=True)))
+        return jnp.einsum("bnts,bnsh->bnth", weights, v), jax.nn.logsumexp(s, axis=-1)
+
+    bf16 = [x.astype(jnp.bfloat16) for x in (q, k, v, grad)]
+    mask_in = bias.astype(jnp.bfloat16) if mask == "additive" else bias
+    with _attention.lowering_for_cuda():
+        out, lse = _attention._jax_attention(*bf16[:3], mask_in, causal, 0.25)
+        assert cudnn_kernels_run_by_xla == [("forward", (mask != "causal", False))]
+        grads = _attention._jax_attention_backward(bf16[3], *bf16[:3], mask_in, causal, 0.25, out=out, lse=lse)
+    assert cudnn_kernels_run_by_xla[1:] == [("backward", (mask != "causal", False))], "the forward ran again"
+    expected_out, expected_lse = reference(*(x.astype(jnp.bfloat16).astype(jnp.float32) for x in (q, k, v)))
+    assert lse.dtype == jnp.float32
+    seen = jnp.isfinite(expected_lse)
+    assert jnp.allclose(jnp.where(seen, lse, 0), jnp.where(seen, expected_lse, 0), atol=1e-4)
+    assert jnp.allclose(out.astype(jnp.float32), expected_out, atol=2e-2)
+    _, vjp = jax.vjp(lambda *x: reference(*x)[0], *(x.astype(jnp.bfloat16).astype(jnp.float32) for x in (q, k, v)))
+    for got, want in zip(grads[:3], vjp(bf16[3].astype(jnp.float32))):
+        assert jnp.allclose(got.astype(jnp.float32), want, atol=5e-2, rtol=5e-2), float(jnp.abs(got - want).max())
+    assert jnp.isfinite(jnp.stack([jnp.abs(g.astype(jnp.float32)).max() for g in grads[:3]])).all()
+
+
+def test_the_forward_keeps_its_output_only_where_cudnns_backward_reads_it(monkeypatch):
+    # Elsewhere the backward recomputes the weights, and a kept output would be memory for nothing.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    monkeypatch.delenv("CUXLA_ATTENTION", raising=False)
+    with FakeTensorMode():  # CUDA tensors without a GPU
+        cuda = torch.empty(2, 4, 16, 8, device="cuda", dtype=torch.bfloat16)
+        cases = {"cuda bfloat16": (cuda, 0.0, False), "with dropout": (cuda, 0.1, False),
+                 "a mask gradient": (cuda, 0.0, True), "cuda float32": (cuda.float(), 0.0, False),
+                 "cpu bfloat16": (torch.empty(2, 4, 16, 8, dtype=torch.bfloat16), 0.0, False)}
+    reads = {case: _attention._backward_reads_forward(*args) for case, args in cases.items()}
+    assert reads == {"cuda bfloat16": True, "with dropout": False, "a mask gradient": False, "cuda float32": False,
+                     "cpu bfloat16": False}
+    monkeypatch.setenv("CUXLA_ATTENTION", "xla")
+    assert not _attention._backward_reads_forward(*cases["cuda bfloat16"])
 
 
 def test_an_additive_mask_is_xlas_own_where_jax_cannot_take_it_without_its_gradient(monkeypatch,
