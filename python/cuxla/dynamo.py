@@ -28,6 +28,7 @@ import hashlib
 import json
 import logging
 import operator
+import os
 import pathlib
 import pickle
 import sys
@@ -60,6 +61,23 @@ log = logging.getLogger("cuxla.dynamo")
 fallback_random = False
 """True: random ops run in PyTorch, drawing eager PyTorch's numbers bit for
 bit (the graph is split around them). Read when a graph is compiled."""
+
+def _programs_asked() -> int:
+    said = os.environ.get("CUXLA_BACKWARD_PROGRAMS", "") or "1"
+    if not said.isdigit() or int(said) < 1:
+        raise ValueError(f"CUXLA_BACKWARD_PROGRAMS={said!r} is not a whole number of programs, 1 or more")
+    return int(said)
+
+
+backward_programs = _programs_asked()
+"""How many XLA programs a training graph's backward runs as, one after
+another, its ops cut in their order into runs of about equal length
+(`CUXLA_BACKWARD_PROGRAMS`, 1 unless set). One program holds, for its whole
+run, every activation the forward saved, every gradient it writes and all
+its scratch; in several, each value is let go after the last program that
+reads it, and each program's gradients and scratch are its own: less memory
+at once, at the cost of more programs to launch and no fusion across the
+cuts. Read when a graph is compiled."""
 
 compile_backward_with_forward = True
 """True: a training graph's backward is compiled right after its forward
@@ -553,7 +571,17 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Ca
     lowers, XLA programs and eager PyTorch otherwise, eager PyTorch when
     nothing lowers; called with boxed arguments (one list). Never raises for
     a graph it cannot lower: that graph runs in PyTorch, reported."""
-    return make_boxed_func(_timed(_compile_graph, gm, example_inputs))
+    return _boxed(_timed(_compile_graph, gm, example_inputs))
+
+
+def compile_backward_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable:
+    """`compile_graph` for a backward: in `backward_programs` programs."""
+    return _boxed(_timed(_compile_graph, gm, example_inputs, None, backward_programs))
+
+
+def _boxed(runs: Callable) -> Callable:
+    """`runs` called with one list of inputs (`_ProgramsInSequence` is already)."""
+    return runs if getattr(runs, "_boxed_call", False) else make_boxed_func(runs)
 
 
 def _timed(compile: Callable, *args: Any) -> Any:
@@ -566,10 +594,11 @@ def _timed(compile: Callable, *args: Any) -> Any:
 
 
 def _compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
-                   compile_failed: Exception | None = None) -> Callable:
+                   compile_failed: Exception | None = None, programs: int = 1) -> Callable:
     """`compile_graph`, unboxed. A whole graph compiles in the background;
     `compile_failed`: the error that compile gave, the graph then lowered
-    again with the ops that fail alone left to PyTorch, compiled now."""
+    again with the ops that fail alone left to PyTorch, compiled now.
+    `programs`: how many programs a graph whose every op lowers runs as."""
     try:
         graph = _as_strided_on_storage(_copy(gm))
         ruled_out: dict[str, str] = {}
@@ -578,7 +607,7 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
         while True:  # until every partition lowers: each failure rules out ops of this graph
             try:
                 return _partition_and_lower(graph, example_inputs, ruled_out,
-                                            in_background=compile_failed is None)
+                                            in_background=compile_failed is None, programs=programs)
             except _LoweringFailed as failure:
                 if not _rule_out_failing_ops(failure.graph, ruled_out):
                     raise failure.__cause__ from None
@@ -665,20 +694,25 @@ def _reshapes_for_views(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
 
 
 def _partition_and_lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
-                         ruled_out: dict[str, str], in_background: bool) -> Callable:
+                         ruled_out: dict[str, str], in_background: bool, programs: int = 1) -> Callable:
     """The graph as one XLA program when every op lowers (compiled in the
-    background if `in_background`), else as partitions in XLA within an eager
-    graph. Raises _LoweringFailed with the (partition) graph that failed."""
+    background if `in_background`; as `programs` in sequence if more than
+    one), else as partitions in XLA within an eager graph. Raises
+    _LoweringFailed with the (partition) graph that failed."""
     every_op = _aten_ops(gm)
     if not every_op:  # inputs handed back as outputs: nothing to run, nothing to report
         return gm
     supported = _Supported(ruled_out)
     if (all(supported.is_node_supported(None, n) for n in gm.graph.nodes if n.op == "call_function")
             and all(isinstance(v, torch.Tensor) for v in example_inputs)):  # no partitions to look for
-        if_compile_fails = functools.partial(_compiled_again, gm, example_inputs, _epoch) if in_background else None
-        program = _lower(gm, list(example_inputs), if_compile_fails)
+        if programs > 1 and _tensors_between_pieces(gm, programs):
+            runs = _ProgramsInSequence(gm, programs)
+        else:
+            if_compile_fails = functools.partial(_compiled_again, gm, example_inputs, _epoch) if in_background \
+                else None
+            runs = _lower(gm, list(example_inputs), if_compile_fails)
         _record(len(every_op), len(every_op), {})
-        return program
+        return runs
     # Proposing reads the graph; fusing (below) rewrites it, so it fuses a copy.
     partitions = CapabilityBasedPartitioner(gm, supported, allows_single_node_partition=True).propose_partitions()
     in_xla = sum(1 for p in partitions for n in p.nodes if _is_aten_op(n))
@@ -700,6 +734,85 @@ def _partition_and_lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
     _reshapes_for_views(fused)
     _record(len(every_op), in_xla, supported.kept)
     return fused
+
+
+def _pieces(gm: torch.fx.GraphModule, programs: int) -> list[list[torch.fx.Node]]:
+    """`gm`'s ops cut in their order into `programs` runs of about equal
+    length; an op's `getitem`s stay with it (a tuple is no program's output)."""
+    ops = [n for n in gm.graph.nodes if n.op == "call_function"]
+    length = -(-len(ops) // programs)
+    piece_of: dict[torch.fx.Node, int] = {}
+    for i, node in enumerate(ops):
+        piece_of[node] = piece_of[node.args[0]] if node.target is operator.getitem else i // length
+    pieces: list[list[torch.fx.Node]] = [[] for _ in range(programs)]
+    for node in ops:
+        pieces[piece_of[node]].append(node)
+    return [piece for piece in pieces if piece]
+
+
+def _tensors_between_pieces(gm: torch.fx.GraphModule, programs: int) -> bool:
+    """Whether every value one piece hands another is a tensor."""
+    pieces = _pieces(gm, programs)
+    piece_of = {node: i for i, piece in enumerate(pieces) for node in piece}
+    return all(isinstance(arg.meta.get("val"), torch.Tensor)
+               for i, piece in enumerate(pieces) for node in piece for arg in node.all_input_nodes
+               if piece_of.get(arg, -1) != i)
+
+
+class _ProgramsInSequence:
+    """A graph whose every op lowers, run as XLA programs one after another
+    (`_pieces`): each value (an input, a constant, a program's output) is let
+    go after the last program that reads it. Called with one list of inputs,
+    which it empties, as AOTAutograd's boxed compiled graphs are."""
+
+    def __init__(self, gm: torch.fx.GraphModule, programs: int):
+        self._boxed_call = True  # an attribute of its own: AOTAutograd's wrappers copy the instance's
+        pieces = _pieces(gm, programs)
+        piece_of = {node: i for i, piece in enumerate(pieces) for node in piece}
+        outputs = _output_args(gm)
+        last_read: dict[torch.fx.Node, int] = {}  # the last piece that reads a value; the graph's outputs: none
+        for i, piece in enumerate(pieces):
+            for node in piece:
+                for arg in node.all_input_nodes:
+                    last_read[arg] = max(last_read.get(arg, -1), i)
+        for output in outputs:
+            if isinstance(output, torch.fx.Node):
+                last_read[output] = len(pieces)
+        self._inputs = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+        self._constants = {n.name: _attribute(gm, n.target) for n in gm.graph.nodes if n.op == "get_attr"}
+        self._outputs = [(o.name, None) if isinstance(o, torch.fx.Node) else (None, o) for o in outputs]
+        self._steps = []  # (program, the names it reads, the names it writes, the names then let go)
+        for i, piece in enumerate(pieces):
+            graph, made, reads = torch.fx.Graph(), {}, []
+            for node in piece:
+                for arg in node.all_input_nodes:
+                    if arg not in made and piece_of.get(arg) != i:
+                        made[arg] = graph.placeholder(arg.name)
+                        made[arg].meta = dict(arg.meta)
+                        reads.append(arg)
+                made[node] = graph.node_copy(node, made.__getitem__)
+            writes = [node for node in piece if last_read.get(node, -1) > i]
+            graph.output(tuple(made[node] for node in writes))
+            program = _lower(torch.fx.GraphModule(gm, graph), [arg.meta["val"] for arg in reads])
+            let_go = [arg.name for arg in reads if last_read[arg] == i]
+            self._steps.append((program, [arg.name for arg in reads], [node.name for node in writes], let_go))
+
+    def __call__(self, inputs: list) -> list:
+        values = dict(self._constants)
+        values.update(zip(self._inputs, inputs))
+        inputs.clear()  # the caller's references go: each input lives until its last reader
+        for program, reads, writes, let_go in self._steps:
+            values.update(zip(writes, program(*[values[name] for name in reads])))
+            for name in let_go:
+                del values[name]
+        return [values[name] if name is not None else constant for name, constant in self._outputs]
+
+
+def _attribute(gm: torch.fx.GraphModule, target: str) -> Any:
+    value = gm
+    for part in target.split("."):
+        value = getattr(value, part)
+    return value
 
 
 def _lower(gm: torch.fx.GraphModule, inputs: Sequence[torch.Tensor],
@@ -828,9 +941,10 @@ class _CompiledGraph(OutputCode):
     from the cache, XLA's compile failing, `fallback_random` changed), it
     loads the graph and compiles it again."""
 
-    def __init__(self, gm: torch.fx.GraphModule):
+    def __init__(self, gm: torch.fx.GraphModule, backward: bool = False):
         super().__init__()
         self._boxed_call = True  # called with one list of inputs, as compile_graph's functions are
+        self._backward = backward  # runs as `backward_programs` programs
         self._graph: torch.fx.GraphModule | None = _empty_constants_made_real(gm)
         self._pickled: bytes | None = None
         self._run: Callable | None = None
@@ -838,11 +952,14 @@ class _CompiledGraph(OutputCode):
         self._program: dict | bytes | None = None
 
     def compile(self) -> "_CompiledGraph":
-        runs = _timed(_compile_graph, self._graph, _example_values(self._graph))
+        runs = _timed(_compile_graph, self._graph, _example_values(self._graph), None, self._programs())
         self._program = {"record": runs.record, "ops": len(_aten_ops(self._graph)),
                          "fallback_random": fallback_random} if isinstance(runs, _XlaProgram) else None
-        self._run = make_boxed_func(runs)
+        self._run = _boxed(runs)
         return self
+
+    def _programs(self) -> int:
+        return backward_programs if self._backward else 1
 
     def __call__(self, inputs: list) -> Any:
         return self._run(inputs)
@@ -874,8 +991,10 @@ class _CompiledGraph(OutputCode):
         fake_mode = torch._guards.detect_fake_mode(example_inputs) or torch._subclasses.FakeTensorMode()
         if isinstance(self._program, bytes):
             self._program = pickle.loads(self._program)
-        # The record holds where the graph's ops run: it stands while the setting that moves them does.
-        runs_as_recorded = self._program is not None and self._program["fallback_random"] == fallback_random
+        # The record holds where the graph's ops run, as one program: it stands
+        # while the settings that move them, or cut it into several, do.
+        runs_as_recorded = self._program is not None and self._program["fallback_random"] == fallback_random \
+            and self._programs() == 1
         program = _timed(self._from_record, fake_mode) if runs_as_recorded else None
         if program is not None:
             self._run = make_boxed_func(program)
@@ -952,15 +1071,20 @@ def _compile_for_aot_cache(gm: torch.fx.GraphModule, example_inputs: Sequence[An
     return _CompiledGraph(gm).compile()
 
 
+def _compile_backward_for_aot_cache(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> _CompiledGraph:
+    return _CompiledGraph(gm, backward=True).compile()
+
+
 def _aot_backend(cached: bool) -> Callable:
     """AOTAutograd with cuxla's compiler, its graphs kept in AOTAutograd's
     cache if `cached` (a compiler of that kind each, made for one compile:
     AOTAutograd wraps the backward's)."""
-    def compiler():
-        return SerializableAOTDispatchCompiler(_CompiledGraph, _compile_for_aot_cache) if cached else compile_graph
+    def compiler(compile: Callable, compile_for_cache: Callable):
+        return SerializableAOTDispatchCompiler(_CompiledGraph, compile_for_cache) if cached else compile
 
-    return aot_autograd(fw_compiler=compiler(), bw_compiler=compiler(), decompositions=_decompositions(),
-                        partition_fn=_partition)
+    return aot_autograd(fw_compiler=compiler(compile_graph, _compile_for_aot_cache),
+                        bw_compiler=compiler(compile_backward_graph, _compile_backward_for_aot_cache),
+                        decompositions=_decompositions(), partition_fn=_partition)
 
 
 def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable:

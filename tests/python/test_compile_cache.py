@@ -151,7 +151,8 @@ def test_size_bound_evicts_oldest(tmp_path):
 # the backend took from cuxla's cache and what AOTAutograd took from its own.
 # argv[2] "other-cuxla": a cuxla whose lowering code differs; "no-graph":
 # unpickling a graph fails; "lowering-gone": no lowering is found on disk;
-# "compile-fails": XLA's compile of a whole graph fails.
+# "compile-fails": XLA's compile of a whole graph fails; "backward-in-3": the
+# backward runs as 3 programs (`cuxla.dynamo.backward_programs`).
 _TORCH_SCRIPT = r"""
 import json, sys
 import torch
@@ -173,6 +174,8 @@ if sys.argv[2:] == ["compile-fails"]:
             raise RuntimeError("XLA's compile failed")
         return compile_as_xla_does(program, platform, count)
     cuxla.dynamo._xla_compile = fails
+if sys.argv[2:] == ["backward-in-3"]:
+    cuxla.dynamo.backward_programs = 3
 if sys.argv[1] == "bert":
     workload = _models.bert("cpu", "tiny")
 else:
@@ -252,6 +255,16 @@ def test_second_process_compiles_the_graph_again_where_its_program_cannot_run(tm
     else:  # nothing of the graph compiles in XLA: PyTorch runs it
         assert second["programs"] == 0
     assert second["losses"] == _rounding_of(first["losses"])
+
+
+def test_a_later_process_runs_its_backward_in_as_many_programs_as_it_asks(tmp_path):
+    # AOTAutograd's entry holds the backward as one program's record; a process asking for three compiles them.
+    one = _train_in_a_process(tmp_path)
+    three = _train_in_a_process(tmp_path, "bert", "backward-in-3")
+    one_again = _train_in_a_process(tmp_path)
+    assert three["graphs_from_aot_cache"] == three["graphs"] == 2 and three["programs"] == one["programs"] + 2
+    assert one_again["programs"] == one["programs"] and one_again["lowered_from_cache"] == one["programs"]
+    assert three["losses"] == _rounding_of(one["losses"]) and one_again["losses"] == _rounding_of(one["losses"])
 
 
 def test_aot_autograds_entries_are_of_one_cuxla_and_only_with_cuxlas_cache_on(tmp_path):

@@ -2,6 +2,7 @@
 gradients, whole graphs run as XLA programs, random ops are XLA's (or
 PyTorch's on request), graphs that cannot lower run in PyTorch, reported."""
 import copy
+import os
 import subprocess
 import sys
 import threading
@@ -449,6 +450,59 @@ def test_the_forward_saves_no_more_than_eager_does(tdev, name):
     assert 0 < compiled_bytes <= eager_bytes, (
         f"compiled saves {compiled_bytes} bytes, eager {eager_bytes}: compiled {sorted(compiled.values())}, "
         f"eager {sorted(eager.values())}")
+
+
+@pytest.mark.parametrize("name", ["bert", "llama"])
+def test_a_backward_in_several_programs_trains_as_in_one(monkeypatch, tdev, name):
+    # Each program plans its own gradients and scratch: the largest plan shrinks. Both compiled here (no
+    # cache: an earlier test's AOTAutograd entry, made under saved-tensor hooks, partitions otherwise).
+    monkeypatch.setenv("CUXLA_CACHE_DIR", "")
+    runs = {}
+    for programs in (1, 3):
+        torch._dynamo.reset()
+        cuxla.dynamo.reset_report()
+        monkeypatch.setattr(cuxla.dynamo, "backward_programs", programs)
+        losses = _models.train(_models.WORKLOADS[name](tdev, "tiny"), 3, compile_backend="cuxla")
+        runs[programs] = losses, cuxla.dynamo.report()
+    (one, one_report), (three, three_report) = runs[1], runs[3]
+    assert three == pytest.approx(one, rel=LOSS_RTOL[tdev], abs=0)
+    assert three_report["xla_ops"] == three_report["aten_ops"] == one_report["aten_ops"], three_report
+    assert three_report["xla_programs"] == one_report["xla_programs"] + 2  # one backward, in 3
+    assert sum(three_report["largest_xla_program_bytes"]) < sum(one_report["largest_xla_program_bytes"])
+
+
+@pytest.mark.parametrize("said, read", [
+    ("3", "3"), ("", "1"),
+    ("0", "ValueError: CUXLA_BACKWARD_PROGRAMS='0' is not a whole number of programs, 1 or more")])
+def test_the_backwards_programs_are_read_from_the_environment(said, read):
+    code = ("try:\n    import cuxla.dynamo\n    print(cuxla.dynamo.backward_programs)\n"
+            "except ValueError as error:\n    print(f'ValueError: {error}')")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "CUXLA_BACKWARD_PROGRAMS": said})
+    assert result.stdout.strip().splitlines()[-1] == read, result.stderr[-2000:]
+
+
+def test_programs_in_sequence_let_each_input_go_after_its_last_reader():
+    import weakref
+
+    graph = torch.fx.Graph()
+    x, y = graph.placeholder("x"), graph.placeholder("y")
+    doubled = graph.call_function(torch.ops.aten.mul.Tensor, (x, 2.0))
+    added = graph.call_function(torch.ops.aten.add.Tensor, (doubled, 1.0))
+    graph.output((graph.call_function(torch.ops.aten.mul.Tensor, (added, y)),))
+    for node, value in zip((x, y, doubled, added), (torch.ones(4),) * 4):
+        node.meta["val"] = value
+    graph.output_node().args[0][0].meta["val"] = torch.ones(4)
+    runs = cuxla.dynamo._ProgramsInSequence(torch.fx.GraphModule(torch.nn.Module(), graph), 3)
+    inputs = [torch.full((4,), 3.0), torch.full((4,), 5.0)]
+    x_alive = weakref.ref(inputs[0])
+    last, *_ = runs._steps[-1]
+    seen = []
+    runs._steps[-1] = (lambda *args: seen.append(x_alive() is not None) or last(*args), *runs._steps[-1][1:])
+    assert [len(step[1]) for step in runs._steps] == [1, 1, 2]  # x; 2x; 2x + 1 and y
+    (out,) = runs(inputs)
+    assert inputs == [] and seen == [False], "x outlived the program that last read it"
+    torch.testing.assert_close(out, torch.full((4,), 35.0))
 
 
 def test_the_report_gives_the_memory_plan_of_the_program_that_needs_the_most(tdev):
