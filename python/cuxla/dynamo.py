@@ -62,6 +62,7 @@ fallback_random = False
 """True: random ops run in PyTorch, drawing eager PyTorch's numbers bit for
 bit (the graph is split around them). Read when a graph is compiled."""
 
+
 def _programs_asked() -> int:
     said = os.environ.get("CUXLA_BACKWARD_PROGRAMS", "") or "1"
     if not said.isdigit() or int(said) < 1:
