@@ -73,9 +73,9 @@ def test_attention_is_the_pair_whichever_kernel_pytorch_would_pick_while_tracing
     graphs = []
     compile_graph = cuxla.dynamo._compile_graph
 
-    def seen(gm, example_inputs):
+    def seen(gm, example_inputs, *options):
         graphs.append({str(n.target) for n in gm.graph.nodes if n.op == "call_function"})
-        return compile_graph(gm, example_inputs)
+        return compile_graph(gm, example_inputs, *options)
 
     monkeypatch.setattr(cuxla.dynamo, "_compile_graph", seen)
     monkeypatch.setenv("CUXLA_CACHE_DIR", "")  # compiled here, not run from a cached program
