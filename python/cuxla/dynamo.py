@@ -706,8 +706,9 @@ def _partition_and_lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
     supported = _Supported(ruled_out)
     if (all(supported.is_node_supported(None, n) for n in gm.graph.nodes if n.op == "call_function")
             and all(isinstance(v, torch.Tensor) for v in example_inputs)):  # no partitions to look for
-        if programs > 1 and _tensors_between_pieces(gm, programs):
-            runs = _ProgramsInSequence(gm, programs)
+        cut = _cut(gm, programs) if programs > 1 else None
+        if cut is not None:
+            runs = _ProgramsInSequence(gm, cut)
         else:
             if_compile_fails = functools.partial(_compiled_again, gm, example_inputs, _epoch) if in_background \
                 else None
@@ -751,13 +752,18 @@ def _pieces(gm: torch.fx.GraphModule, programs: int) -> list[list[torch.fx.Node]
     return [piece for piece in pieces if piece]
 
 
-def _tensors_between_pieces(gm: torch.fx.GraphModule, programs: int) -> bool:
-    """Whether every value one piece hands another is a tensor."""
+def _cut(gm: torch.fx.GraphModule, programs: int) -> list[tuple[list[torch.fx.Node], list[torch.fx.Node]]] | None:
+    """`_pieces`, each with the values it reads from outside it (inputs,
+    constants, earlier pieces' ops); None where one of those is not a tensor."""
     pieces = _pieces(gm, programs)
     piece_of = {node: i for i, piece in enumerate(pieces) for node in piece}
-    return all(isinstance(arg.meta.get("val"), torch.Tensor)
-               for i, piece in enumerate(pieces) for node in piece for arg in node.all_input_nodes
-               if piece_of.get(arg, -1) != i)
+    cut = []
+    for i, piece in enumerate(pieces):
+        reads = list(dict.fromkeys(arg for node in piece for arg in node.all_input_nodes if piece_of.get(arg) != i))
+        if not all(isinstance(arg.meta.get("val"), torch.Tensor) for arg in reads):
+            return None
+        cut.append((piece, reads))
+    return cut
 
 
 class _ProgramsInSequence:
@@ -766,31 +772,26 @@ class _ProgramsInSequence:
     go after the last program that reads it. Called with one list of inputs,
     which it empties, as AOTAutograd's boxed compiled graphs are."""
 
-    def __init__(self, gm: torch.fx.GraphModule, programs: int):
+    def __init__(self, gm: torch.fx.GraphModule, cut: list[tuple[list[torch.fx.Node], list[torch.fx.Node]]]):
         self._boxed_call = True  # an attribute of its own: AOTAutograd's wrappers copy the instance's
-        pieces = _pieces(gm, programs)
-        piece_of = {node: i for i, piece in enumerate(pieces) for node in piece}
         outputs = _output_args(gm)
         last_read: dict[torch.fx.Node, int] = {}  # the last piece that reads a value; the graph's outputs: none
-        for i, piece in enumerate(pieces):
-            for node in piece:
-                for arg in node.all_input_nodes:
-                    last_read[arg] = max(last_read.get(arg, -1), i)
+        for i, (_, reads) in enumerate(cut):
+            for arg in reads:
+                last_read[arg] = i
         for output in outputs:
             if isinstance(output, torch.fx.Node):
-                last_read[output] = len(pieces)
+                last_read[output] = len(cut)
         self._inputs = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
         self._constants = {n.name: _attribute(gm, n.target) for n in gm.graph.nodes if n.op == "get_attr"}
         self._outputs = [(o.name, None) if isinstance(o, torch.fx.Node) else (None, o) for o in outputs]
         self._steps = []  # (program, the names it reads, the names it writes, the names then let go)
-        for i, piece in enumerate(pieces):
-            graph, made, reads = torch.fx.Graph(), {}, []
+        for i, (piece, reads) in enumerate(cut):
+            graph, made = torch.fx.Graph(), {}
+            for arg in reads:
+                made[arg] = graph.placeholder(arg.name)
+                made[arg].meta = dict(arg.meta)
             for node in piece:
-                for arg in node.all_input_nodes:
-                    if arg not in made and piece_of.get(arg) != i:
-                        made[arg] = graph.placeholder(arg.name)
-                        made[arg].meta = dict(arg.meta)
-                        reads.append(arg)
                 made[node] = graph.node_copy(node, made.__getitem__)
             writes = [node for node in piece if last_read.get(node, -1) > i]
             graph.output(tuple(made[node] for node in writes))
@@ -998,7 +999,7 @@ class _CompiledGraph(OutputCode):
             and self._programs() == 1
         program = _timed(self._from_record, fake_mode) if runs_as_recorded else None
         if program is not None:
-            self._run = make_boxed_func(program)
+            self._run = _boxed(program)
         else:
             self._graph = GraphPickler.loads(self._pickled, fake_mode)
             self.compile()
@@ -1068,12 +1069,9 @@ def _unpicklable(gm: torch.fx.GraphModule, options: Any, error: Exception) -> st
     return one_line(error)
 
 
-def _compile_for_aot_cache(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> _CompiledGraph:
-    return _CompiledGraph(gm).compile()
-
-
-def _compile_backward_for_aot_cache(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> _CompiledGraph:
-    return _CompiledGraph(gm, backward=True).compile()
+def _compile_for_aot_cache(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
+                           backward: bool = False) -> _CompiledGraph:
+    return _CompiledGraph(gm, backward).compile()
 
 
 def _aot_backend(cached: bool) -> Callable:
@@ -1084,7 +1082,8 @@ def _aot_backend(cached: bool) -> Callable:
         return SerializableAOTDispatchCompiler(_CompiledGraph, compile_for_cache) if cached else compile
 
     return aot_autograd(fw_compiler=compiler(compile_graph, _compile_for_aot_cache),
-                        bw_compiler=compiler(compile_backward_graph, _compile_backward_for_aot_cache),
+                        bw_compiler=compiler(compile_backward_graph,
+                                             functools.partial(_compile_for_aot_cache, backward=True)),
                         decompositions=_decompositions(), partition_fn=_partition)
 
 

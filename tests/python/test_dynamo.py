@@ -493,7 +493,8 @@ def test_programs_in_sequence_let_each_input_go_after_its_last_reader():
     for node, value in zip((x, y, doubled, added), (torch.ones(4),) * 4):
         node.meta["val"] = value
     graph.output_node().args[0][0].meta["val"] = torch.ones(4)
-    runs = cuxla.dynamo._ProgramsInSequence(torch.fx.GraphModule(torch.nn.Module(), graph), 3)
+    gm = torch.fx.GraphModule(torch.nn.Module(), graph)
+    runs = cuxla.dynamo._ProgramsInSequence(gm, cuxla.dynamo._cut(gm, 3))
     inputs = [torch.full((4,), 3.0), torch.full((4,), 5.0)]
     x_alive = weakref.ref(inputs[0])
     last, *_ = runs._steps[-1]
