@@ -30,7 +30,7 @@ XLA's own, said in the log. "xla" writes attention out as XLA's own ops
 JAX's GPU client for the compute capability; while lowering they are
 answered from PyTorch's current CUDA device instead, so that no JAX client
 is made (lowering touches no device). cuDNN's backward reads the forward's
-output and log-sum-exps, which the forward then keeps (`_cudnn_forward`);
+output and log-sum-exps, which the forward then keeps (`_cudnn_forward_given`);
 XLA's own backward recomputes the weights from the inputs.
 
 Tensors are (batch, heads, sequence, head size) as in PyTorch; the key and
@@ -377,8 +377,7 @@ def _cudnn_attention(q, k, v, bias, is_causal, scale, given=None):
     (B or 1, N or 1, T, S) that is not differentiated, or none: (output,
     log-sum-exp (B, T, N), float32), or None where JAX's cuDNN checks refuse
     the shape. `given`: the forward's results as cuDNN gave them (output,
-    log-sum-exp (B, N, T)), taken instead of running it (`_cudnn_forward`)."""
-    import jax
+    log-sum-exp (B, N, T)), taken instead of running it (`_cudnn_forward_given`)."""
     import jax.numpy as jnp
     from jax._src.cudnn import fused_attention_stablehlo as cudnn
 
@@ -403,14 +402,18 @@ def _cudnn_attention(q, k, v, bias, is_causal, scale, given=None):
         # as a mask of its shape, and is put back where JAX turns a mask into
         # an additive bias.
         mask = jnp.ones(bias.shape, jnp.bool_)
+    # JAX's cuDNN entry rather than `jax.nn.dot_product_attention`, which
+    # rounds the log-sum-exps to the output's dtype: cuDNN's backward reads
+    # them as float32. (Kept from inside JAX's derivative rules instead, they
+    # would belong to an inner trace: arguments the program's caller lacks.)
+    mask_type = cudnn.MaskType.CAUSAL if is_causal else cudnn.MaskType.NO_MASK
     try:
         with _cudnn_checks_lock, _replaced(cudnn, "should_export_dbias", lambda *args: False), \
                 _replaced(cudnn, "combine_bias_and_mask", lambda _bias, _mask, _dtype: bias), \
-                _cudnn_forward(cudnn, given) as forward_results:
-            out, lse = jax.nn.dot_product_attention(q, k, v, mask=mask, scale=scale, is_causal=is_causal,
-                                                    implementation="cudnn", return_residual=True)
-        # JAX hands the log-sum-exps back in the output's dtype; cuDNN's own are float32.
-        return out, jnp.swapaxes(forward_results[-1][1], 1, 2) if forward_results else lse.astype(jnp.float32)
+                _cudnn_forward_given(cudnn, given):
+            out, lse = cudnn.dot_product_attention(q, k, v, mask=mask, scale=scale, mask_type=mask_type,
+                                                   return_residual=True)
+        return out, jnp.swapaxes(lse, 1, 2).astype(jnp.float32)  # cuDNN's (B, N, T), float32
     except (NotImplementedError, ValueError, RuntimeError) as refused:
         log.info("attention of %s x %s runs as XLA's own ops: cuDNN's path refused it: %s", tuple(q.shape), q.dtype,
                  one_line(refused))
@@ -435,22 +438,19 @@ def _cudnn_attention_with_boolean_mask(q, k, v, mask, is_causal, scale, given=No
 
 
 @contextlib.contextmanager
-def _cudnn_forward(cudnn, given):
-    """JAX's cuDNN forward primitive, the results of each call kept in the
-    list given back; with `given` (what it gave before), the primitive is not
-    run and `given` stands for its results: a derivative then runs cuDNN's
-    backward on the forward's saved output and log-sum-exps, as PyTorch's
-    fused kernels do, instead of running the forward again. (A JAX without
-    that primitive: the list stays empty, nothing is replaced.)"""
-    primitive = getattr(cudnn, "_dot_product_attention_fwd_p_wrapper", None)
-    results: list[tuple] = []
-
-    def bind(*args, **params):
-        results.append(tuple(given) if given is not None else tuple(primitive.bind(*args, **params)))
-        return results[-1]
-
-    with _replaced(cudnn, "_dot_product_attention_fwd_p_wrapper", types.SimpleNamespace(bind=bind)):
-        yield results
+def _cudnn_forward_given(cudnn, given):
+    """With `given` (the forward's output and log-sum-exps as cuDNN gave
+    them), JAX's cuDNN forward primitive is not run and `given` stands for its
+    results: a derivative then runs cuDNN's backward on the forward's saved
+    output and log-sum-exps, as PyTorch's fused kernels do, instead of running
+    the forward again. Without `given` (or in a JAX without that primitive)
+    nothing is replaced."""
+    if given is None:
+        yield
+        return
+    with _replaced(cudnn, "_dot_product_attention_fwd_p_wrapper",
+                   types.SimpleNamespace(bind=lambda *args, **params: tuple(given))):
+        yield
 
 
 @contextlib.contextmanager

@@ -321,6 +321,39 @@ def test_cudnn_attention_takes_an_additive_mask_and_writes_no_gradient_for_it(mo
     assert "__cudnn$fmhaScaleBiasSoftmax(" in text and "Backward" not in text
 
 
+@pytest.mark.parametrize("mask", [None, "boolean", "additive"])
+def test_cudnn_attention_lowers_to_programs_of_their_inputs_alone(a_hopper_gpu_with_cudnn, mask):
+    # The forward, and the backward from the forward's saved output and log-sum-exps, each lowered alone: a value
+    # kept from inside JAX's derivative rules would become an argument of the program that no caller passes.
+    import re
+
+    import jax
+    import jax.numpy as jnp
+
+    from cuxla import _torchax
+
+    queries = jax.ShapeDtypeStruct((2, 8, 128, 64), jnp.bfloat16)
+    keys = jax.ShapeDtypeStruct((2, 2, 128, 64), jnp.bfloat16)
+    lse = jax.ShapeDtypeStruct((2, 8, 128), jnp.float32)
+    masks = {None: (), "boolean": (jax.ShapeDtypeStruct((128, 128), jnp.bool_),),
+             "additive": (jax.ShapeDtypeStruct((2, 1, 128, 128), jnp.bfloat16),)}[mask]
+
+    def forward(q, k, v, *mask):
+        return _attention._jax_attention(q, k, v, *(mask or (None,)), True, 0.125)
+
+    def backward(g, q, k, v, out, lse, *mask):
+        return _attention._jax_attention_backward(g, q, k, v, *(mask or (None,)), True, 0.125, out=out, lse=lse)
+
+    _torchax.environment()
+    for function, inputs, kernel in [(forward, (queries, keys, keys, *masks), "@__cudnn$fmha"),
+                                     (backward, (queries, queries, keys, keys, queries, lse, *masks), "Backward(")]:
+        with _torchax.lowering_context("cuda"):
+            text = jax.jit(function).trace(*inputs).lower(lowering_platforms=("cuda",)).as_text()
+        assert kernel in text
+        arguments = re.search(r"func.func public @main\((.*?)\) ->", text).group(1).count("%arg")
+        assert arguments == len(inputs), f"{function.__name__} lowered to {arguments} arguments for {len(inputs)}"
+
+
 @pytest.fixture
 def cudnn_kernels_run_by_xla(monkeypatch):
     """cuDNN's forward and backward kernels (JAX's two primitives) faked by
