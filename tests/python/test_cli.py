@@ -233,6 +233,15 @@ def test_bench_train_table_says_where_each_steps_device_time_goes(tmp_path):
     assert writers.step_profile_said(profile, 45.0).startswith("device busy 41.50 of the step's 45.00 ms, 900")
 
 
+def test_bench_train_peak_is_the_pools_own_where_one_pool_serves_both():
+    # Two pools: each runtime's peak, added (they may peak apart); one pool: its peak of both at once.
+    train = importlib.import_module("cuxla._bench.train")
+    two_pools = {"peak_torch_gib": 1.5, "peak_xla_gib": 2.0}
+    assert train._peak_gib(two_pools) == 3.5
+    assert train._peak_gib({**two_pools, "peak_pool_gib": 2.75}) == 2.75
+    assert train._peak_gib({"peak_torch_gib": None, "peak_xla_gib": 0.0}) is None
+
+
 def test_bench_train_names_a_malformed_backend(tmp_path):
     result = _run("bench", "train", "--backends", "eager,cuxla[CUXLA_LOG]", "--out", str(tmp_path))
     assert result.returncode == 1 and not (tmp_path / "train.md").exists()

@@ -126,9 +126,12 @@ def backend_and_environment(label: str) -> tuple[str, dict[str, str]]:
 
 
 def _peak_gib(report: dict | None) -> float | None:
-    """PyTorch's and XLA's peaks added (None on the CPU, or without a process)."""
+    """PyTorch's and XLA's peaks added, or with one pool its peak (None on
+    the CPU, or without a process)."""
     if report is None or report["peak_torch_gib"] is None:
         return None
+    if report.get("peak_pool_gib") is not None:
+        return report["peak_pool_gib"]
     return report["peak_torch_gib"] + report["peak_xla_gib"]
 
 

@@ -106,6 +106,8 @@ def _report(backend: str, cuda: bool, calls_before: tuple[int, float, float], ti
     row = {"peak_torch_gib": _torch_memory.torch_max_memory_allocated() / 2**30 if cuda else None,
            "peak_xla_gib": _torch_memory.xla_max_memory_allocated() / 2**30 if cuda and backend == "cuxla" else 0.0,
            "graph_breaks": report["graph_breaks"]}
+    if cuda and _torch_memory.uses_xla_allocator():  # one pool: its peak is both runtimes' at once, exactly
+        row["peak_pool_gib"] = _torch_memory.memory_pool_stats()["used_peak_bytes"] / 2**30
     if backend != "cuxla":
         return {**row, **dict.fromkeys(("graphs", "xla_programs", "aten_ops", "xla_ops", "lowering_s",
                                         "xla_compile_s", "xla_calls_per_step", "host_ms_in_xla_calls_per_step",
