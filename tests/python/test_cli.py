@@ -152,9 +152,10 @@ def test_bench_commands_write_a_table_json_and_a_plot(tmp_path):
                                       and all(size > 0 for size in r["largest_xla_program_gib"]) for r in cuxla_rows)
             assert [r["tokens_per_s"] > 0 for r in rows if r["model"] == "gpt2"] == [True, True]
     # TF32 for every backend: its own files, saying so. A backend with its
-    # own environment is a row of its own: here Dynamo is off in its process.
-    variant = "cuxla[TORCHDYNAMO_DISABLE=1,CUXLA_LOG=error]"
-    result = _run("bench", "train", "--tf32", "--models", "mlp", "--backends", f"eager,cuxla,{variant}",
+    # own environment is a row of its own: here Dynamo is off in its process;
+    # another compiles what cuxla's row does, cold all the same (its own caches).
+    variant, same = "cuxla[TORCHDYNAMO_DISABLE=1,CUXLA_LOG=error]", "cuxla[CUXLA_LOG=error]"
+    result = _run("bench", "train", "--tf32", "--models", "mlp", "--backends", f"eager,cuxla,{variant},{same}",
                   "--rounds", "1", "--steps", "1", "--size", "tiny", "--out", str(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "TF32 on for all" in (tmp_path / "train-tf32.md").read_text()
@@ -162,6 +163,7 @@ def test_bench_commands_write_a_table_json_and_a_plot(tmp_path):
     rows = {r["backend"]: r for r in json.loads((tmp_path / "train-tf32.json").read_text())["rows"]}
     assert rows["cuxla"]["xla_op_share"] == 1.0 and rows["cuxla"]["graphs"] >= 1
     assert rows[variant]["graphs"] == 0 and rows[variant]["warm_compile_s"] is not None
+    assert [rows[b]["cold_graphs_from_cache"] for b in ("cuxla", same)] == [[0, 2], [0, 2]]
     assert variant in (tmp_path / "train-tf32.md").read_text()
 
 

@@ -8,7 +8,7 @@ compile is cold, its peak memory its own. The processes live together and
 take turns over the rounds, so a drift of the machine weighs on every backend
 alike. A second process per compiled backend then measures the warm compile,
 from the caches the first left (inductor's, cuxla's), in a folder of the run's
-own so that the first compile is cold."""
+and the row's own so that the first compile is cold."""
 from __future__ import annotations
 
 import json
@@ -72,14 +72,18 @@ def train(models: list[str], backends: dict[str, tuple[str, dict[str, str]]], ro
     precision = "tf32" if tf32 else "float32"
     rows = []
     with tempfile.TemporaryDirectory(prefix="cuxla-bench-train-") as caches:
-        # Compile caches of this run only: the first process compiles cold.
-        env = {**os.environ, "CUXLA_CACHE_DIR": f"{caches}/cuxla",
-               "TORCHINDUCTOR_CACHE_DIR": f"{caches}/inductor", "TRITON_CACHE_DIR": f"{caches}/triton"}
+        # Compile caches of this run only, and of each backend row its own
+        # (rows differing only in a setting would compile the same programs):
+        # each row's first process compiles cold.
+        envs = {backend: {**os.environ, "CUXLA_CACHE_DIR": f"{caches}/{i}/cuxla",
+                          "TORCHINDUCTOR_CACHE_DIR": f"{caches}/{i}/inductor",
+                          "TRITON_CACHE_DIR": f"{caches}/{i}/triton", **settings}
+                for i, (backend, (_, settings)) in enumerate(backends.items())}
         for model in models:
             children = {}
-            for backend, (name, settings) in backends.items():  # one at a time: compiles do not overlap
+            for backend, (name, _) in backends.items():  # one at a time: compiles do not overlap
                 print(f"  {model} {backend}: first step (compile)", flush=True)
-                children[backend] = _Child(model, name, size, precision, {**env, **settings})
+                children[backend] = _Child(model, name, size, precision, envs[backend])
             times: dict[str, list[float]] = {b: [] for b in backends}
             labels = list(backends)
             for r in range(rounds):
@@ -94,9 +98,9 @@ def train(models: list[str], backends: dict[str, tuple[str, dict[str, str]]], ro
                 child.close()
                 step_s = statistics.median(times[backend])
                 warm = warm_report = None
-                name, settings = backends[backend]
+                name, _ = backends[backend]
                 if name != "eager":  # a second process, from the caches the first left
-                    warm = _Child(model, name, size, precision, {**env, **settings})
+                    warm = _Child(model, name, size, precision, envs[backend])
                     warm.ask(f"run {steps}")
                     warm_report = warm.ask("report")
                     warm.close()
@@ -149,6 +153,8 @@ def _row(model: str, backend: str, child: _Child, report: dict, step_s: float, w
             "warm_cuxla_s": None if warm is None else warm.started.get("cuxla_compile_s"),
             # Of the warm process's graphs, how many AOTAutograd's cache gave (the others were traced again).
             "warm_graphs_from_cache": None if warm is None else warm.started.get("graphs_from_aot_autograd_cache"),
+            # Of the cold process's graphs, how many a cache gave: none, for a compile that is cold.
+            "cold_graphs_from_cache": child.started.get("graphs_from_aot_autograd_cache"),
             # Of the cold compile, cuxla's: lowering to StableHLO, and XLA compiling it.
             "lowering_s": report["lowering_s"], "xla_compile_s": report["xla_compile_s"],
             "peak_gib": _peak_gib(report), "peak_torch_gib": peak, "peak_xla_gib": report["peak_xla_gib"],
