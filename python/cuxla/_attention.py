@@ -347,7 +347,7 @@ def _jax_attention(query, key, value, bias, is_causal, scale, dropout_p=0.0, see
     import jax
     import jax.numpy as jnp
 
-    def heads_second(x):  # (B, N, T, H) <-> (B, T, N, H), PyTorch's and JAX's layouts
+    def heads_second(x):  # (B, N, T, H) <-> (B, T, N, H), PyTorch's and jax.nn's layouts
         return jnp.swapaxes(x, 1, 2)
 
     if bias is not None:
@@ -357,27 +357,26 @@ def _jax_attention(query, key, value, bias, is_causal, scale, dropout_p=0.0, see
     mask = None
     if bias is not None and bias.dtype == jnp.bool_:
         mask, bias = bias, None
-    q, k, v = heads_second(query), heads_second(key), heads_second(value)
-    out_lse = None
     if cudnn and query.dtype in (jnp.bfloat16, jnp.float16) and _cudnn_lowering.get():
-        # cuDNN's forward results in its layouts; a query that saw no key
-        # (log-sum-exp -inf) is given 0, a number its backward can read.
-        given = None if saved is None else (heads_second(saved[0]), jnp.where(saved[1] == -jnp.inf, 0.0, saved[1]))
-        out_lse = _cudnn_attention(q, k, v, bias, is_causal, scale, given) if mask is None else \
-            _cudnn_attention_with_boolean_mask(q, k, v, mask, is_causal, scale, given)
-    if out_lse is None:
-        out_lse = jax.nn.dot_product_attention(q, k, v, bias=bias, mask=mask, scale=scale, is_causal=is_causal,
-                                               return_residual=True)
-    out, lse = out_lse
+        # A query that saw no key (log-sum-exp -inf) is given 0, a number
+        # cuDNN's backward can read.
+        given = None if saved is None else (saved[0], jnp.where(saved[1] == -jnp.inf, 0.0, saved[1]))
+        out_lse = _cudnn_attention(query, key, value, bias, is_causal, scale, given) if mask is None else \
+            _cudnn_attention_with_boolean_mask(query, key, value, mask, is_causal, scale, given)
+        if out_lse is not None:
+            return out_lse
+    out, lse = jax.nn.dot_product_attention(heads_second(query), heads_second(key), heads_second(value), bias=bias,
+                                            mask=mask, scale=scale, is_causal=is_causal, return_residual=True)
     return heads_second(out), heads_second(lse).astype(jnp.float32)
 
 
 def _cudnn_attention(q, k, v, bias, is_causal, scale, given=None):
-    """cuDNN's flash attention on (B, T, N, H) arrays, with an additive bias
-    (B or 1, N or 1, T, S) that is not differentiated, or none: (output,
-    log-sum-exp (B, T, N), float32), or None where JAX's cuDNN checks refuse
-    the shape. `given`: the forward's results as cuDNN gave them (output,
-    log-sum-exp (B, N, T)), taken instead of running it (`_cudnn_forward_given`)."""
+    """cuDNN's flash attention on (B, N, T, H) arrays, PyTorch's layout and
+    one cuDNN reads and writes as it is (no transposes around its calls),
+    with an additive bias (B or 1, N or 1, T, S) that is not differentiated,
+    or none: (output, log-sum-exp (B, N, T), float32), or None where JAX's
+    cuDNN checks refuse the shape. `given`: the forward's results, taken
+    instead of running it (`_cudnn_forward_given`)."""
     import jax.numpy as jnp
     from jax._src.cudnn import fused_attention_stablehlo as cudnn
 
@@ -412,8 +411,8 @@ def _cudnn_attention(q, k, v, bias, is_causal, scale, given=None):
                 _replaced(cudnn, "combine_bias_and_mask", lambda _bias, _mask, _dtype: bias), \
                 _cudnn_forward_given(cudnn, given):
             out, lse = cudnn.dot_product_attention(q, k, v, mask=mask, scale=scale, mask_type=mask_type,
-                                                   return_residual=True)
-        return out, jnp.swapaxes(lse, 1, 2).astype(jnp.float32)  # cuDNN's (B, N, T), float32
+                                                   qkv_layout="BNTH", return_residual=True)
+        return out, lse.astype(jnp.float32)
     except (NotImplementedError, ValueError, RuntimeError) as refused:
         log.info("attention of %s x %s runs as XLA's own ops: cuDNN's path refused it: %s", tuple(q.shape), q.dtype,
                  one_line(refused))
@@ -432,7 +431,7 @@ def _cudnn_attention_with_boolean_mask(q, k, v, mask, is_causal, scale, given=No
         return None
     if is_causal:
         mask = mask & jnp.tril(jnp.ones(mask.shape[-2:], jnp.bool_))
-    attends = jnp.swapaxes(jnp.any(mask, axis=-1), 1, 2)  # (B or 1, T, N or 1), as the log-sum-exp's layout
+    attends = jnp.any(mask, axis=-1)  # (B or 1, N or 1, T), as the log-sum-exp
     out, lse = out_lse
     return jnp.where(attends[..., None], out, jnp.zeros((), out.dtype)), jnp.where(attends, lse, -jnp.inf)
 

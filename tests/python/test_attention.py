@@ -324,7 +324,8 @@ def test_cudnn_attention_takes_an_additive_mask_and_writes_no_gradient_for_it(mo
 @pytest.mark.parametrize("mask", [None, "boolean", "additive"])
 def test_cudnn_attention_lowers_to_programs_of_their_inputs_alone(a_hopper_gpu_with_cudnn, mask):
     # The forward, and the backward from the forward's saved output and log-sum-exps, each lowered alone: a value
-    # kept from inside JAX's derivative rules would become an argument of the program that no caller passes.
+    # kept from inside JAX's derivative rules would become an argument of the program that no caller passes, and
+    # a transpose a copy of each tensor cuDNN reads or writes.
     import re
 
     import jax
@@ -350,6 +351,11 @@ def test_cudnn_attention_lowers_to_programs_of_their_inputs_alone(a_hopper_gpu_w
         with _torchax.lowering_context("cuda"):
             text = jax.jit(function).trace(*inputs).lower(lowering_platforms=("cuda",)).as_text()
         assert kernel in text
+        # cuDNN reads and writes PyTorch's (B, N, T, H) as it is: nothing to transpose around its calls (JAX
+        # writes transposes that keep every axis in place, which XLA drops).
+        permutations = [[int(d) for d in dims.split(",")]
+                        for dims in re.findall(r"stablehlo\.transpose %\S+, dims = \[([\d, ]+)\]", text)]
+        assert all(p == sorted(p) for p in permutations), f"{function.__name__} transposes: {permutations}"
         arguments = re.search(r"func.func public @main\((.*?)\) ->", text).group(1).count("%arg")
         assert arguments == len(inputs), f"{function.__name__} lowered to {arguments} arguments for {len(inputs)}"
 
@@ -380,17 +386,22 @@ def cudnn_kernels_run_by_xla(monkeypatch):
             s = jnp.where(jnp.tril(jnp.ones(s.shape[-2:], jnp.bool_)), s, -jnp.inf)
         return s
 
-    def forward(query, key, value, bias, *_, scale, variadic_args, mask_type, is_training, **__):
+    def as_btnh(layout, *arrays):  # the layout JAX says it hands cuDNN -> (B, T, N, H), and back
+        return arrays if layout == cudnn.AttentionLayout.BTNH.value else tuple(jnp.swapaxes(x, 1, 2) for x in arrays)
+
+    def forward(query, key, value, bias, *_, scale, variadic_args, mask_type, is_training, layout, **__):
         calls.append(("forward", variadic_args))
+        query, key, value = as_btnh(layout, query, key, value)
         s = scores(query, key, bias, scale, mask_type)
         lse = jax.nn.logsumexp(s, axis=-1)  # (B, N, T), as cuDNN's
         value = jnp.repeat(value, query.shape[2] // value.shape[2], axis=2).astype(jnp.float32)
-        out = jnp.einsum("bnts,bsnh->btnh", jnp.exp(s - lse[..., None]), value).astype(query.dtype)
+        (out,) = as_btnh(layout, jnp.einsum("bnts,bsnh->btnh", jnp.exp(s - lse[..., None]), value).astype(query.dtype))
         return (out, lse) if is_training else (out,)
 
-    def backward(query, key, value, bias, *rest, scale, variadic_args, mask_type, **_):
+    def backward(query, key, value, bias, *rest, scale, variadic_args, mask_type, layout, **_):
         calls.append(("backward", variadic_args))
         lse, out, grad_out = rest[6:9]
+        query, key, value, out, grad_out = as_btnh(layout, query, key, value, out, grad_out)
         groups = query.shape[2] // key.shape[2]
         p = jnp.exp(scores(query, key, bias, scale, mask_type) - lse[..., None])
         grad_out, out = grad_out.astype(jnp.float32), out.astype(jnp.float32)
@@ -401,7 +412,7 @@ def cudnn_kernels_run_by_xla(monkeypatch):
         grad_k = jnp.einsum("bnts,btnh->bsnh", grad_s, query.astype(jnp.float32)) * scale
         grad_v = jnp.einsum("bnts,btnh->bsnh", p, grad_out)
         summed = (g.reshape(*g.shape[:2], -1, groups, g.shape[-1]).sum(3) for g in (grad_k, grad_v))
-        return (grad_q.astype(query.dtype), *(g.astype(key.dtype) for g in summed))
+        return as_btnh(layout, grad_q.astype(query.dtype), *(g.astype(key.dtype) for g in summed))
 
     monkeypatch.setattr(cudnn, "_dot_product_attention_fwd_p_wrapper", types.SimpleNamespace(bind=forward))
     monkeypatch.setattr(cudnn, "_dot_product_attention_bwd_p_wrapper", types.SimpleNamespace(bind=backward))
@@ -413,16 +424,19 @@ def test_cudnn_attention_is_handed_the_additive_mask_as_a_constant(cudnn_kernels
     import jax
     import jax.numpy as jnp
 
+    def attention(*args, **kwargs):  # jax.nn's, of (B, N, T, H) arrays as cuDNN's path takes them
+        return jnp.swapaxes(jax.nn.dot_product_attention(*(jnp.swapaxes(x, 1, 2) for x in args), **kwargs), 1, 2)
+
     calls = cudnn_kernels_run_by_xla
-    q, k, v = (jax.random.normal(jax.random.PRNGKey(i), (2, 16, 4, 8), jnp.bfloat16) for i in range(3))
+    q, k, v = (jax.random.normal(jax.random.PRNGKey(i), (2, 4, 16, 8), jnp.bfloat16) for i in range(3))
     mask = jax.random.normal(jax.random.PRNGKey(3), (2, 1, 16, 16), jnp.bfloat16)
     mask = mask.at[:, :, :, -3:].set(jnp.finfo(jnp.bfloat16).min)  # transformers' masked positions
     with _attention._cudnn_checks_from_torch():
         out, _ = _attention._cudnn_attention(q, k, v, mask, False, 0.25)
-    expected = jax.nn.dot_product_attention(q, k, v, bias=jnp.maximum(mask, -(2.0 ** 41)), scale=0.25)
+    expected = attention(q, k, v, bias=jnp.maximum(mask, -(2.0 ** 41)), scale=0.25)
     assert calls == [("forward", (True, False))]
     assert jnp.allclose(out.astype(jnp.float32), expected.astype(jnp.float32), atol=1e-2)
-    unmasked = jax.nn.dot_product_attention(q, k, v, scale=0.25)
+    unmasked = attention(q, k, v, scale=0.25)
     assert not jnp.allclose(out.astype(jnp.float32), unmasked.astype(jnp.float32), atol=1e-2)
 
 
@@ -432,7 +446,7 @@ def test_cudnn_attention_with_a_boolean_mask_gives_a_fully_masked_query_nothing(
     import jax
     import jax.numpy as jnp
 
-    q, k, v = (jax.random.normal(jax.random.PRNGKey(i), (2, 16, 4, 8), jnp.bfloat16) for i in range(3))
+    q, k, v = (jax.random.normal(jax.random.PRNGKey(i), (2, 4, 16, 8), jnp.bfloat16) for i in range(3))  # B N T H
     mask = jax.random.uniform(jax.random.PRNGKey(3), (2, 1, 16, 16)) > 0.3
     mask = mask.at[:, :, :, 0].set(True).at[1, :, 5].set(False)  # batch 1's query 5 sees nothing
     if causal:
@@ -442,13 +456,14 @@ def test_cudnn_attention_with_a_boolean_mask_gives_a_fully_masked_query_nothing(
     assert cudnn_kernels_run_by_xla == [("forward", (True, False))]
     nothing = [(1, 5)] + ([(0, 7)] if causal else [])
     for batch, query in nothing:
-        assert (out[batch, query] == 0).all() and (lse[batch, query] == -jnp.inf).all()
+        assert (out[batch, :, query] == 0).all() and (lse[batch, :, query] == -jnp.inf).all()
     seen = mask & jnp.tril(jnp.ones((16, 16), jnp.bool_)) if causal else mask
-    expected = jax.nn.dot_product_attention(q, k, v, mask=seen, scale=0.25)
+    expected = jnp.swapaxes(jax.nn.dot_product_attention(*(jnp.swapaxes(x, 1, 2) for x in (q, k, v)), mask=seen,
+                                                         scale=0.25), 1, 2)
     for batch, query in nothing:
-        expected = expected.at[batch, query].set(0)
+        expected = expected.at[batch, :, query].set(0)
     assert jnp.allclose(out.astype(jnp.float32), expected.astype(jnp.float32), atol=1e-2)
-    assert jnp.isfinite(lse).sum() == lse.size - len(nothing) * lse.shape[-1]
+    assert jnp.isfinite(lse).sum() == lse.size - len(nothing) * lse.shape[1]
 
 
 @pytest.mark.parametrize("mask", ["causal", "additive", "boolean, a query masked"])
