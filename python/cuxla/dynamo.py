@@ -316,6 +316,9 @@ class _XlaProgram:
             with _torchax.lowering_context(platform):
                 # keep_unused: the program takes every input the graph is called with.
                 lowered = jax.jit(run_graph, keep_unused=True).trace(*specs).lower(lowering_platforms=(platform,))
+                taken = _arguments_taken(lowered)
+                if taken != len(specs):  # a lowering that leaked a value of an inner JAX trace hoists it
+                    raise ValueError(f"the lowered program takes {taken} arguments for the graph's {len(specs)}")
                 program = lowered.as_text()
                 # Outputs that are not tensors (None gradients) or are made
                 # from inputs in PyTorch are not in the program: remember
@@ -815,6 +818,14 @@ def _attribute(gm: torch.fx.GraphModule, target: str) -> Any:
     for part in target.split("."):
         value = getattr(value, part)
     return value
+
+
+def _arguments_taken(lowered: Any) -> int:
+    """How many arguments a lowered program's entry function takes."""
+    for op in lowered.compiler_ir("stablehlo").body.operations:
+        if op.operation.name == "func.func" and str(op.attributes["sym_name"]) == '"main"':
+            return len(op.regions[0].blocks[0].arguments)
+    raise ValueError("the lowered program has no main function")
 
 
 def _lower(gm: torch.fx.GraphModule, inputs: Sequence[torch.Tensor],

@@ -286,6 +286,30 @@ def test_a_graph_that_cannot_be_compiled_runs_in_pytorch_and_says_why(tdev, monk
         assert "XLA refused the program" in fallback["reason"] and "second line" not in fallback["reason"], fallback
 
 
+def test_a_lowering_that_takes_arguments_the_graph_lacks_runs_in_pytorch_and_says_why(tdev, monkeypatch):
+    # A lowering that leaks a value of one of JAX's inner traces gets it hoisted into an argument no caller
+    # passes: compiled and called, the program would refuse the call; it is caught where it is lowered.
+    taken = cuxla.dynamo._arguments_taken
+    monkeypatch.setattr(cuxla.dynamo, "_arguments_taken", lambda lowered: taken(lowered) + 1)
+    monkeypatch.setenv("CUXLA_CACHE_DIR", "")  # lowered here, not taken from a cache
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh()).to(tdev)
+    x = torch.randn(2, 4, device=tdev)
+    assert torch.allclose(torch.compile(model, backend="cuxla")(x), model(x))
+    report = cuxla.dynamo.report()
+    assert report["xla_programs"] == 0 and report["fallbacks"], report
+    assert all("takes" in f["reason"] and "arguments for the graph's" in f["reason"] for f in report["fallbacks"]), \
+        report
+
+
+def test_a_lowered_programs_arguments_are_its_inputs():
+    import jax
+    import jax.numpy as jnp
+
+    lowered = jax.jit(lambda a, b, c: a + 1, keep_unused=True).trace(
+        *(jax.ShapeDtypeStruct((2,), jnp.float32) for _ in range(3))).lower(lowering_platforms=("cpu",))
+    assert cuxla.dynamo._arguments_taken(lowered) == 3
+
+
 def test_a_report_reset_between_compile_and_first_call_keeps_its_counts(tdev, monkeypatch):
     # The backward compiles with the forward; its compile fails only at its
     # first call, after the reset: the new report counts it once, as eager.
