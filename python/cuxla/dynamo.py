@@ -483,7 +483,7 @@ def _constants_as_inputs(gm: torch.fx.GraphModule) -> list[torch.Tensor]:
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     constants = []
     for node in [n for n in gm.graph.nodes if n.op == "get_attr"]:
-        value = getattr(gm, node.target)
+        value = _attribute(gm, node.target)
         if not isinstance(value, torch.Tensor):
             continue
         anchor = placeholders[-1] if placeholders else None
@@ -814,6 +814,7 @@ class _ProgramsInSequence:
 
 
 def _attribute(gm: torch.fx.GraphModule, target: str) -> Any:
+    """What a `get_attr` node of `gm` reads (its target may be a dotted path)."""
     value = gm
     for part in target.split("."):
         value = getattr(value, part)
