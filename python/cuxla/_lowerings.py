@@ -1,7 +1,9 @@
 """The JAX lowerings cuxla adds to torchax's: ops it lacks (convolution's
 backward, the fused attention pair, transformers' grouped matrix product of
-mixture-of-experts layers) and ops whose lowering gives other numbers than
-PyTorch (max-pool's backward). Each takes and returns JAX arrays."""
+mixture-of-experts layers), ops whose lowering gives other numbers than
+PyTorch (max-pool's backward) and ops whose lowering costs XLA a buffer it
+need not write (the negative log-likelihood's backward). Each takes and
+returns JAX arrays."""
 from __future__ import annotations
 
 import torch
@@ -42,6 +44,31 @@ def _max_pool2d_backward(grad_output, input, kernel_size, stride, padding, dilat
     return grad_input.reshape(*planes, *input.shape[-2:])
 
 
+def _nll_loss_backward(grad_output, input, target, weight, reduction, ignore_index, total_weight):
+    """PyTorch's derivative of nll_loss, as a select of each target's class
+    (a one-hot) that XLA fuses into the ops reading it. PyTorch's
+    decomposition scatters into zeros: a kernel of its own writing a buffer of
+    the input's size (a language model's logits, in float32), all of it held
+    with the backward's other scratch."""
+    import jax.numpy as jnp
+
+    channel = 0 if input.ndim < 2 else 1
+    grad = grad_output / total_weight if reduction == 1 else grad_output  # 1: mean
+    if input.ndim == 1 and target.ndim > 0:  # no batch: PyTorch reads the first target alone
+        target = target[0]
+    target = jnp.expand_dims(target, channel)
+    classes = jnp.arange(input.shape[channel], dtype=target.dtype)
+    if channel == 1:
+        classes = classes[None, :]
+    taken = (classes == target) & (target != ignore_index)
+    if input.ndim > grad.ndim > 0:  # reduction none: one gradient per row
+        grad = jnp.expand_dims(grad, channel)
+    scale = -grad
+    if weight is not None:
+        scale = scale * (weight[None, :] if channel == 1 else weight)
+    return jnp.where(taken, scale, jnp.zeros((), scale.dtype)).astype(input.dtype)
+
+
 def _grouped_mm(input, weight, offsets):
     """Rows offsets[i-1]:offsets[i] of `input` times expert i's weight (rows
     past the last offset are 0): a ragged matrix product."""
@@ -67,6 +94,7 @@ def lowerings() -> dict:
     table = {
         aten.convolution_backward.default: _convolution_backward,
         aten.max_pool2d_with_indices_backward.default: _max_pool2d_backward,
+        aten.nll_loss_backward.default: _nll_loss_backward,
         **_attention.LOWERINGS,
     }
     for name, lowering in (("grouped_mm_fallback", _grouped_mm), ("grouped_mm_fallback_backward", _grouped_mm_backward)):

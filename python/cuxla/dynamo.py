@@ -188,6 +188,8 @@ def _record(ops: int, xla_ops: int, kept: dict[str, tuple[str, str]], graphs: in
 def _decompositions() -> dict:
     table = core_aten_decompositions()
     table.update(_attention.DECOMPOSITIONS)
+    # Lowered whole (_lowerings): its decomposition's scatter is a buffer XLA would write.
+    del table[torch.ops.aten.nll_loss_backward.default]
     return table
 
 

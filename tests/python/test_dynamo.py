@@ -133,6 +133,37 @@ def test_gradients_match_eager_in_whole_xla_programs(tdev, name):
     size = "tiny" if tdev == "cpu" or name != "bert" else "base"
     worst = _worst_gradient_difference(_models.WORKLOADS[name](tdev, size))
     assert worst <= GRAD_RTOL, f"{name}: worst gradient difference {worst:.2e} of the largest gradient"
+
+
+@pytest.mark.parametrize("reduction,weighted,rows", [
+    ("mean", False, 2), ("mean", True, 2), ("sum", False, 2), ("sum", True, 2), ("none", False, 2),
+    ("none", True, 2), ("mean", True, 1), ("none", False, 1)])
+def test_cross_entropys_gradient_is_a_select_not_a_scatter(tdev, monkeypatch, reduction, weighted, rows):
+    # PyTorch decomposes nll_loss's backward into a scatter into zeros: in XLA
+    # a kernel of its own and a buffer of the logits' size (a language model's
+    # float32 logits) beside the backward's other scratch. cuxla lowers it as
+    # a select of each row's class, which XLA fuses into the ops reading it.
+    programs = []
+    compile_ = cuxla.dynamo._xla_compile
+    monkeypatch.setattr(cuxla.dynamo, "_xla_compile", lambda text, *a: programs.append(text) or compile_(text, *a))
+    torch.manual_seed(0)
+    shape = (12, 7) if rows == 2 else (7,)
+    logits = torch.randn(*shape, device=tdev, requires_grad=True)
+    labels = torch.randint(0, 7, shape[:-1], device=tdev)
+    if rows == 2:
+        labels[::4] = 3  # the ignored class: no gradient for those rows
+    weight = torch.rand(7, device=tdev) + 0.5 if weighted else None
+
+    def loss(logits):
+        losses = torch.nn.functional.cross_entropy(logits, labels, weight=weight, ignore_index=3, reduction=reduction)
+        return (losses * torch.arange(1, losses.numel() + 1, device=tdev).reshape(losses.shape)).sum()
+
+    (expected,) = torch.autograd.grad(loss(logits), logits)
+    (got,) = torch.autograd.grad(torch.compile(loss, backend="cuxla")(logits), logits)
+    torch.testing.assert_close(got, expected)
+    _assert_whole_programs()
+    backward = programs[-1]
+    assert "scatter" not in backward and "select" in backward, backward
     _assert_whole_programs()
 
 
