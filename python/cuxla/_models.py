@@ -110,18 +110,27 @@ def _causal_lm(name: str, model: torch.nn.Module, vocabulary: int, batch: int, s
 WORKLOADS = {"mlp": mlp, "cnn": cnn, "bert": bert, "gpt2": gpt2, "llama": llama}
 
 
-def training_step(workload: Workload, compile_backend: str | None = None) -> Callable[[], torch.Tensor]:
+PHASES = ("forward", "backward", "optimizer")  # a training step's, in order
+
+
+def training_step(workload: Workload, compile_backend: str | None = None) -> Callable[..., torch.Tensor]:
     """One AdamW step (lr 1e-3) of `workload` per call, returning the loss.
-    `compile_backend`: torch.compile's backend, or eager."""
+    `compile_backend`: torch.compile's backend, or eager. The step called
+    with `at_phase_end` calls it with each of PHASES as that phase ends
+    (the forward: the loss computed)."""
     model = workload.model
     step_model = torch.compile(model, backend=compile_backend) if compile_backend else model
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    no_phases = (lambda phase: None)
 
-    def step() -> torch.Tensor:
+    def step(at_phase_end: Callable[[str], None] = no_phases) -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
         loss = workload.loss(step_model, workload.batch)
+        at_phase_end("forward")
         loss.backward()
+        at_phase_end("backward")
         optimizer.step()
+        at_phase_end("optimizer")
         return loss
 
     return step

@@ -235,6 +235,62 @@ def test_bench_train_table_says_where_each_steps_device_time_goes(tmp_path):
     assert writers.step_profile_said(profile, 45.0).startswith("device busy 41.50 of the step's 45.00 ms, 900")
 
 
+def test_bench_train_splits_a_steps_peak_memory_by_phase(tmp_path):
+    # A counter standing in for the allocator's: each phase allocates its own bytes and frees them;
+    # a phase's peak is read as it ends, the counter started again for the next.
+    pytest.importorskip("torch")
+    from cuxla._bench import train_child, writers
+
+    in_use, peak = [1.0], [1.0]
+
+    def allocate(gib):
+        in_use[0] += gib
+        peak[0] = max(peak[0], in_use[0])
+        in_use[0] -= gib
+
+    def step(at_phase_end):
+        for phase, gib in (("forward", 2.0), ("backward", 3.0), ("optimizer", 0.5)):
+            allocate(gib)
+            at_phase_end(phase)
+
+    def reset():
+        peak[0] = in_use[0]
+
+    by_phase = train_child.memory_by_phase(step, lambda: None, lambda: peak[0] * 2**30, reset)
+    assert by_phase == {"forward": 3.0, "backward": 4.0, "optimizer": 1.5}
+    assert train_child.memory_by_phase(step, lambda: None, None, None) == {}  # no counter: not split
+    row = {"model": "gpt2", "size": "base", "step_ms": 190.0, "tokens_per_s": None, "cold_compile_s": 20.0,
+           "warm_compile_s": None, "warm_cuxla_s": None, "lowering_s": None, "peak_gib": 4.0,
+           "largest_xla_program_gib": None, "xla_op_share": None, "xla_calls_per_step": None, "graph_breaks": 0,
+           "first_loss": 10.0, "final_loss": 9.0}
+    rows = [{**row, "backend": "eager", "peak_gib_by_phase": by_phase}, {**row, "backend": "cuxla"}]
+    writers.write_train(rows, "a test card", 2, 4, False, False, tmp_path)
+    table = (tmp_path / "train.md").read_text()
+    assert "| model | backend | forward | backward | optimizer |" in table
+    assert "| gpt2 | eager | 3.00 | 4.00 | 1.50 |" in table and "| gpt2 | cuxla | " not in \
+        table[table.index("| model | backend | forward"):].split("\n\n")[0]
+
+
+def test_a_training_step_says_where_each_phase_ends():
+    torch = pytest.importorskip("torch")
+    from cuxla import _models
+
+    workload = _models.mlp("cpu")
+    step = _models.training_step(workload)
+    seen = []
+
+    def at_phase_end(phase):
+        grads = [p.grad for p in workload.model.parameters()]
+        seen.append((phase, all(g is None for g in grads), workload.model[0].weight.clone()))
+
+    before = workload.model[0].weight.clone()
+    step(at_phase_end)
+    assert [phase for phase, *_ in seen] == list(_models.PHASES)
+    (_, no_grads_forward, w_forward), (_, no_grads_backward, w_backward), (_, _, w_optimizer) = seen
+    assert no_grads_forward and not no_grads_backward  # the backward made the gradients
+    assert torch.equal(w_forward, before) and torch.equal(w_backward, before) and not torch.equal(w_optimizer, before)
+
+
 def test_bench_train_peak_is_the_pools_own_where_one_pool_serves_both():
     # Two pools: each runtime's peak, added (they may peak apart); one pool: its peak of both at once.
     train = importlib.import_module("cuxla._bench.train")

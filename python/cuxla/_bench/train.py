@@ -94,6 +94,7 @@ def train(models: list[str], backends: dict[str, tuple[str, dict[str, str]]], ro
                 print(f"  {model}: round {r + 1}/{rounds} done", flush=True)
             for backend, child in children.items():
                 report = child.ask("report")
+                phases = child.ask("phases")
                 profile = child.ask(f"profile {PROFILED_STEPS}")
                 child.close()
                 step_s = statistics.median(times[backend])
@@ -105,7 +106,7 @@ def train(models: list[str], backends: dict[str, tuple[str, dict[str, str]]], ro
                     warm_report = warm.ask("report")
                     warm.close()
                 rows.append({**_row(model, backend, child, report, step_s, warm, warm_report),
-                             "profile": profile or None})
+                             "peak_gib_by_phase": phases or None, "profile": profile or None})
                 _print_row(rows[-1])
                 # The files after each row: a run cut short leaves what it measured.
                 writers.write_train(rows, card, rounds, steps, tf32, one_pool, pathlib.Path(out_dir), quiet=True)
@@ -194,5 +195,8 @@ def _print_row(r: dict) -> None:
         if r["device_ms_in_xla_per_step"] is not None:
             line += f" and the device {r['device_ms_in_xla_per_step']:.2f} ms"
     print(line + f"   loss {r['first_loss']:.4f} -> {r['final_loss']:.4f}", flush=True)
+    if r.get("peak_gib_by_phase"):
+        print(f"  {'':6s} {'':9s} peak by phase: " +
+              ", ".join(f"{phase} {gib:.2f} GiB" for phase, gib in r["peak_gib_by_phase"].items()), flush=True)
     if r.get("profile"):
         print(f"  {'':6s} {'':9s} {writers.step_profile_said(r['profile'], r['step_ms'])}", flush=True)

@@ -72,11 +72,46 @@ def main(model_name: str, backend: str, size: str, precision: str) -> int:
             _answer({"step_s": [s for s, _ in steps], "loss": steps[-1][1]})
         elif command == "report":
             _answer(_report(backend, cuda, calls_before, timed_steps))
+        elif command == "phases":  # after the report: this step is not among those it counts
+            _answer(memory_by_phase(step, sync, *_peak_readers(backend)) if cuda else {})
         elif command == "profile":  # after the report: these steps are not among those it counts
             _answer(_profile(step, sync, int(argument[0])) if cuda else {})
         elif command == "exit":
             break
     return 0
+
+
+def memory_by_phase(step, sync, peak, reset) -> dict:
+    """Of one step, each phase's peak bytes in use (GiB), by `peak()`, its
+    counter started again by `reset()` as each phase begins; {} where
+    there is no such counter."""
+    if peak is None:
+        return {}
+    peaks = {}
+
+    def at_phase_end(phase: str) -> None:
+        sync()
+        peaks[phase] = peak() / 2**30
+        reset()
+
+    sync()
+    reset()
+    step(at_phase_end)
+    return peaks
+
+
+def _peak_readers(backend: str) -> tuple:
+    """The peak of bytes in use that one phase can be measured by, and what
+    starts it again: PyTorch's allocator's, with one pool the pool's (both
+    runtimes at once); none for cuxla beside a pool of XLA's own, whose
+    peak cannot be started again."""
+    if _torch_memory.uses_xla_allocator():
+        return (lambda: _torch_memory.memory_pool_stats()["used_peak_bytes"]), _torch_memory.reset_memory_pool_peaks
+    if backend == "cuxla":
+        return None, None
+    import torch
+
+    return torch.cuda.max_memory_allocated, torch.cuda.reset_peak_memory_stats
 
 
 def _profile(step, sync, steps: int) -> dict:

@@ -6,6 +6,7 @@ import collections
 import json
 import pathlib
 
+from .. import _models
 from . import step_profile
 
 
@@ -138,6 +139,16 @@ def write_train(rows: list[dict], card: str, rounds: int, steps: int, tf32: bool
                      f"{_cell(r['peak_gib'], '.2f')}{peak_detail} | {r['cold_compile_s']:.2f}{split} | "
                      f"{_cell(r['warm_compile_s'], '.2f')}{warm_split} | "
                      f"{share} | {calls} | {r['graph_breaks']} | {r['first_loss']:.4f} -> {r['final_loss']:.4f} |")
+    phased = [r for r in rows if r.get("peak_gib_by_phase")]
+    if phased:
+        lines += ["", "Where a step's memory peaks: of one step after the timed rounds, each phase's peak of bytes "
+                  "in use, GiB (the forward: to the loss; the backward; the optimizer's step), by PyTorch's "
+                  "allocator, or with one pool by the pool (both runtimes at once); not split for cuxla beside a "
+                  "pool of XLA's own, whose peak cannot be started again per phase.", "",
+                  "| model | backend | " + " | ".join(_models.PHASES) + " |", "|---|---|" + "---|" * len(_models.PHASES)]
+        lines += [f"| {r['model']} | {r['backend']} | " +
+                  " | ".join(f"{r['peak_gib_by_phase'][phase]:.2f}" for phase in _models.PHASES) + " |"
+                  for r in phased]
     profiled = [r for r in rows if r.get("profile")]
     if profiled:
         kinds = [*step_profile.KINDS, step_profile.OTHER]
