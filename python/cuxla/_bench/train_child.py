@@ -102,16 +102,19 @@ def memory_by_phase(step, sync, peak, reset) -> dict:
 
 def _peak_readers(backend: str) -> tuple:
     """The peak of bytes in use that one phase can be measured by, and what
-    starts it again: PyTorch's allocator's, with one pool the pool's (both
+    starts it again (`reset_torch_peak_memory_stats`, the pool's peaks too
+    under one pool): PyTorch's allocator's, with one pool the pool's (both
     runtimes at once); none for cuxla beside a pool of XLA's own, whose
     peak cannot be started again."""
     if _torch_memory.uses_xla_allocator():
-        return (lambda: _torch_memory.memory_pool_stats()["used_peak_bytes"]), _torch_memory.reset_memory_pool_peaks
-    if backend == "cuxla":
+        peak = lambda: _torch_memory.memory_pool_stats()["used_peak_bytes"]  # noqa: E731
+    elif backend == "cuxla":
         return None, None
-    import torch
+    else:
+        import torch
 
-    return torch.cuda.max_memory_allocated, torch.cuda.reset_peak_memory_stats
+        peak = torch.cuda.max_memory_allocated
+    return peak, _torch_memory.reset_torch_peak_memory_stats
 
 
 def _profile(step, sync, steps: int) -> dict:
