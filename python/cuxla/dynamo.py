@@ -96,7 +96,8 @@ _RANDOM_TAG = torch.Tag.nondeterministic_seeded
 _lock = threading.Lock()
 _fallbacks: collections.Counter[tuple[str, str]] = collections.Counter()
 _STATS = {"graphs": 0, "xla_programs": 0, "aten_ops": 0, "xla_ops": 0, "lowerings_from_cache": 0,
-          "graphs_from_aot_autograd_cache": 0, "aot_autograd_s": 0.0, "lowering_s": 0.0, "compile_s": 0.0,
+          "graphs_from_aot_autograd_cache": 0, "backwards_without_zeros": 0, "aot_autograd_s": 0.0,
+          "lowering_s": 0.0, "compile_s": 0.0,
           "program_calls": 0, "call_s": 0.0, "device_s": 0.0, "largest_xla_scratch_bytes": 0,
           "largest_xla_program_bytes": (0, 0, 0)}
 _stats = dict(_STATS)
@@ -104,6 +105,16 @@ _stats = dict(_STATS)
 _device_timings: collections.deque = collections.deque()
 _summing_lock = threading.Lock()
 _epoch = 0  # reset_report()s so far: a share recorded before one is not taken back after it
+
+
+class _Counting(threading.local):
+    """Whether this thread's compiles count as graphs and XLA programs of
+    their own in the report (not while compiling a variant of a graph that
+    counts already: `_MissingTangents`)."""
+    graphs = True
+
+
+_counting = _Counting()
 
 
 class _CompilerTime(threading.local):
@@ -124,7 +135,9 @@ def report() -> dict[str, Any]:
     needs the most (its arguments, outputs and scratch, in use at once while
     it runs), the programs' calls and the host's time in them (handing
     over and launching; XLA's device work runs on after), their time on the
-    device (under `time_on_device`), Dynamo's graph breaks (the model's
+    device (under `time_on_device`), the backwards compiled again for
+    outputs that got no gradient (`_MissingTangents`; neither graphs nor
+    programs of their own here), Dynamo's graph breaks (the model's
     Python cut between graphs, under any backend), and every op that runs in
     PyTorch, with why."""
     _sum_device_timings(wait=True)
@@ -173,6 +186,8 @@ def _record(ops: int, xla_ops: int, kept: dict[str, tuple[str, str]], graphs: in
             xla_programs: int = 0) -> None:
     """One compiled graph's share in the report (`kept`: node -> (op, why));
     negative counts take back a share recorded before."""
+    if not _counting.graphs:
+        return
     with _lock:
         _stats["graphs"] += graphs
         _stats["xla_programs"] += xla_programs
@@ -365,8 +380,9 @@ class _XlaProgram:
             self._first_call_lock = threading.Lock()
         if count:
             with _lock:
-                _stats["xla_programs"] += 1
-                _stats["lowerings_from_cache"] += from_cache
+                if _counting.graphs:
+                    _stats["xla_programs"] += 1
+                    _stats["lowerings_from_cache"] += from_cache
                 _stats["lowering_s"] += lowered_at - start
 
     def _first_call(self, args: tuple) -> list[torch.Tensor | None]:
@@ -581,8 +597,10 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Ca
 
 
 def compile_backward_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable:
-    """`compile_graph` for a backward: in `backward_programs` programs."""
-    return _boxed(_timed(_compile_graph, gm, example_inputs, None, backward_programs))
+    """`compile_graph` for a backward: in `backward_programs` programs, and
+    taking None for the gradients of outputs that got none (`_MissingTangents`)."""
+    return _MissingTangents(_boxed(_timed(_compile_graph, gm, example_inputs, None, backward_programs)),
+                            lambda: gm, backward_programs)
 
 
 def _boxed(runs: Callable) -> Callable:
@@ -815,6 +833,134 @@ class _ProgramsInSequence:
         return [values[name] if name is not None else constant for name, constant in self._outputs]
 
 
+class _MissingTangents:
+    """A compiled backward, run also where autograd gives None for the
+    gradients of some of the forward's outputs (the tangents): outputs the
+    loss does not reach, such as a model's logits returned beside its loss
+    (`_no_zeros_for_outputs_without_gradients` stops autograd from making
+    zeros of their size for them, which it would hold until the backward
+    returns: GPT-2 small's at 8 x 1024, 1.5 GiB). For each set of missing
+    tangents the backward's graph is compiled again with them made inside as
+    zeros, which XLA folds away; where that variant does not lower whole,
+    zeros are made in PyTorch and the backward as compiled runs. A variant
+    of a recorded program (`recorded_under`: its lowering's key) is recorded
+    in cuxla's cache beside it, so that a later process runs it without
+    unpickling the graph. Called with one list of inputs, which it empties."""
+
+    def __init__(self, runs: Callable, graph: Callable[[], torch.fx.GraphModule], programs: int,
+                 recorded_under: bytes | None = None):
+        self._boxed_call = True
+        self._runs, self._graph, self._programs, self._recorded_under = runs, graph, programs, recorded_under
+        self._variants: dict[tuple[int, ...], Callable] = {}
+
+    def __call__(self, inputs: list) -> Any:
+        missing = tuple(i for i, value in enumerate(inputs) if value is None)
+        if not missing:
+            return self._runs(inputs)
+        variant = self._variants.get(missing)
+        if variant is None:
+            variant = self._variants[missing] = self._variant(missing)
+        return variant(inputs)
+
+    def _variant(self, missing: tuple[int, ...]) -> Callable:
+        key = self._recorded_under and self._recorded_under + b"\0without the tangents " + repr(missing).encode()
+        kept = cuxla._cuxla.compile_cache_load(key) if key else None
+        if kept is not None:
+            kept = pickle.loads(kept)
+            instead = self._with_zeros(missing, kept["zeros"])
+            with _counted_as_graphs(False):
+                program = _XlaProgram.from_record(
+                    kept["program"], lambda error: lambda *given: instead(_with_holes(given, missing)))
+            if program is not None:
+                return self._given_only(program, missing)
+        graph = _as_strided_on_storage(_copy(self._graph()))
+        placeholders = [n for n in graph.graph.nodes if n.op == "placeholder"]
+        values = [placeholders[i].meta.get("val") for i in missing]
+        if not all(isinstance(v, torch.Tensor) and all(isinstance(d, int) for d in v.shape) for v in values):
+            raise ValueError("autograd gave None for a backward input that is not a tensor of known shape")
+        zeros = [(tuple(v.shape), v.dtype, v.device) for v in values]
+        first_op = next(n for n in graph.graph.nodes if n.op != "placeholder")
+        for i, (shape, dtype, device), value in zip(missing, zeros, values):
+            with graph.graph.inserting_before(first_op):
+                made = graph.graph.call_function(torch.ops.aten.zeros.default, (list(shape),),
+                                                 {"dtype": dtype, "device": device})
+            made.meta["val"] = value
+            placeholders[i].replace_all_uses_with(made)
+            graph.graph.erase_node(placeholders[i])
+        graph.recompile()
+        runs = None
+        try:
+            with _counted_as_graphs(False):
+                runs = _partition_and_lower(graph, _example_values(graph), {}, in_background=False,
+                                            programs=self._programs)
+        except Exception as error:  # the backward as compiled runs instead
+            log.info("the backward without %d tangents did not lower: %s", len(missing), one_line(error))
+        if not isinstance(runs, (_XlaProgram, _ProgramsInSequence)):
+            return self._with_zeros(missing, zeros)
+        if key and isinstance(runs, _XlaProgram):
+            with _disable_current_modes():
+                cuxla._cuxla.compile_cache_store(key, pickle.dumps({"program": runs.record, "zeros": zeros}))
+        return self._given_only(runs, missing)
+
+    @staticmethod
+    def _given_only(runs: Callable, missing: tuple[int, ...]) -> Callable:
+        """`runs` (a variant) called with the inputs that were given."""
+        with _lock:
+            _stats["backwards_without_zeros"] += 1
+        runs = _boxed(runs)
+
+        def given_only(inputs: list) -> Any:
+            given = [value for i, value in enumerate(inputs) if i not in missing]
+            inputs.clear()  # each input lives as long as the variant keeps it
+            return runs(given)
+
+        return given_only
+
+    def _with_zeros(self, missing: tuple[int, ...], zeros: list) -> Callable:
+        """The backward as compiled, given zeros made in PyTorch for the missing tangents."""
+        def runs(inputs: list) -> Any:
+            for i, (shape, dtype, device) in zip(missing, zeros):
+                inputs[i] = torch.zeros(shape, dtype=dtype, device=device)
+            return self._runs(inputs)
+
+        return runs
+
+
+def _with_holes(given: Sequence[Any], missing: tuple[int, ...]) -> list:
+    """`given` with None inserted at the `missing` positions (in increasing order)."""
+    inputs = list(given)
+    for i in missing:
+        inputs.insert(i, None)
+    return inputs
+
+
+@contextlib.contextmanager
+def _counted_as_graphs(counted: bool):
+    before, _counting.graphs = _counting.graphs, counted
+    try:
+        yield
+    finally:
+        _counting.graphs = before
+
+
+def _no_zeros_for_outputs_without_gradients(compiled: Callable) -> Callable:
+    """`compiled` (AOTAutograd's forward), its outputs' backward node told to
+    give None, not zeros, for the gradients of outputs the loss did not reach
+    (cuxla's backward, `_MissingTangents`, takes None)."""
+    def run(*args: Any) -> Any:
+        outputs = compiled(*args)
+        for output in outputs if isinstance(outputs, (list, tuple)) else (outputs,):
+            node = getattr(output, "grad_fn", None)
+            # AOTAutograd's autograd.Function with plain tensors' tangents (its
+            # subclasses' tangents are made from each tangent's metadata).
+            forward = getattr(node, "_forward_cls", None)
+            if hasattr(forward, "compiled_bw") and getattr(forward, "maybe_subclass_metadata", True) is None:
+                node.set_materialize_grads(False)
+        return outputs
+
+    return functools.wraps(compiled)(run)
+
+
 def _attribute(gm: torch.fx.GraphModule, target: str) -> Any:
     """What a `get_attr` node of `gm` reads (its target may be a dotted path)."""
     value = gm
@@ -971,11 +1117,27 @@ class _CompiledGraph(OutputCode):
         runs = _timed(_compile_graph, self._graph, _example_values(self._graph), None, self._programs())
         self._program = {"record": runs.record, "ops": len(_aten_ops(self._graph)),
                          "fallback_random": fallback_random} if isinstance(runs, _XlaProgram) else None
-        self._run = _boxed(runs)
+        self._run = self._taking_inputs(runs)
         return self
 
     def _programs(self) -> int:
         return backward_programs if self._backward else 1
+
+    def _taking_inputs(self, runs: Callable) -> Callable:
+        """What runs the compiled graph on a list of inputs (a backward's may hold None: `_MissingTangents`)."""
+        if not self._backward:
+            return _boxed(runs)
+        recorded = isinstance(runs, _XlaProgram) and self._programs() == 1
+        return _MissingTangents(_boxed(runs), self._loaded_graph, self._programs(),
+                                runs.record["lowering_key"] if recorded else None)
+
+    def _loaded_graph(self) -> torch.fx.GraphModule:
+        """The graph, unpickled where it ran from its program's record."""
+        if self._graph is None:
+            from torch.fx._graph_pickler import GraphPickler
+
+            self._graph = GraphPickler.loads(self._pickled, torch._subclasses.FakeTensorMode())
+        return self._graph
 
     def __call__(self, inputs: list) -> Any:
         return self._run(inputs)
@@ -1013,7 +1175,7 @@ class _CompiledGraph(OutputCode):
             and self._programs() == 1
         program = _timed(self._from_record, fake_mode) if runs_as_recorded else None
         if program is not None:
-            self._run = _boxed(program)
+            self._run = self._taking_inputs(program)
         else:
             self._graph = GraphPickler.loads(self._pickled, fake_mode)
             self.compile()
@@ -1119,7 +1281,12 @@ def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable
     start, in_compiler = time.perf_counter(), _in_compiler.seconds
     try:
         with functorch_config.patch(config), _attention.ThePair():
-            return _aot_backend(cached)(gm, example_inputs)
+            compiled = _aot_backend(cached)(gm, example_inputs)
+        # With symbolic shapes a missing tangent's zeros would have no known
+        # shape: autograd makes them.
+        static = all(isinstance(d, int) for t in example_inputs if isinstance(t, torch.Tensor) for d in t.shape) \
+            and not any(isinstance(v, torch.SymInt) for v in example_inputs)
+        return _no_zeros_for_outputs_without_gradients(compiled) if static else compiled
     finally:
         aot_s = time.perf_counter() - start - (_in_compiler.seconds - in_compiler)
         with _lock:

@@ -193,7 +193,8 @@ aot = torch._dynamo.utils.counters["aot_autograd"]
 print(json.dumps({"losses": losses, "programs": report["xla_programs"],
                   "lowered_from_cache": report["lowerings_from_cache"], "aot_saved": aot["autograd_cache_saved"],
                   "aot_hits": aot["autograd_cache_hit"], "graphs": report["graphs"],
-                  "graphs_from_aot_cache": report["graphs_from_aot_autograd_cache"], **_cuxla.compile_cache_stats()}))
+                  "graphs_from_aot_cache": report["graphs_from_aot_autograd_cache"],
+                  "backwards_without_zeros": report["backwards_without_zeros"], **_cuxla.compile_cache_stats()}))
 """
 
 
@@ -242,6 +243,8 @@ def test_second_process_takes_aot_autograds_graphs_from_its_cache(tmp_path, mode
 def test_second_process_runs_whole_graph_programs_without_unpickling_their_graphs(tmp_path):
     first, second = _train_in_a_process(tmp_path), _train_in_a_process(tmp_path, "bert", "no-graph")
     assert second["graphs_from_aot_cache"] == second["graphs"] >= 2
+    # BERT returns its logits beside its loss: the backward without their tangent, from its record too.
+    assert first["backwards_without_zeros"] == second["backwards_without_zeros"] == 1
     assert second["programs"] == first["programs"] and second["lowered_from_cache"] == second["programs"]
     assert second["losses"] == _rounding_of(first["losses"])
 

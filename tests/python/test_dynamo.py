@@ -167,6 +167,93 @@ def test_cross_entropys_gradient_is_a_select_not_a_scatter(tdev, monkeypatch, re
     assert "scatter" not in backward and "select" in backward, backward
 
 
+class _ZerosMade(torch.utils._python_dispatch.TorchDispatchMode):
+    """The shapes of the tensors of zeros PyTorch makes while it is active."""
+
+    def __init__(self):
+        super().__init__()
+        self.shapes = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        made = func(*args, **(kwargs or {}))
+        if func.overloadpacket in (torch.ops.aten.zeros, torch.ops.aten.zeros_like, torch.ops.aten.new_zeros,
+                                   torch.ops.aten.zero_, torch.ops.aten.full, torch.ops.aten.fill_):
+            self.shapes.append(tuple(made.shape))
+        return made
+
+
+class _LossAndLogits(torch.nn.Module):
+    """Returns its logits beside its loss, as transformers' models do."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10))
+
+    def forward(self, x, labels):
+        logits = self.layers(x)
+        return torch.nn.functional.cross_entropy(logits, labels), logits
+
+
+def _backwards_beside_eager(tdev, loss_of) -> list[list[tuple]]:
+    """Two backwards of `loss_of((loss, logits))` through cuxla and eager:
+    the gradients match; the shapes of the zeros made in each compiled one.
+    (Callers turn the disk cache off: what they count is compiled here.)"""
+    torch.manual_seed(0)
+    model = _LossAndLogits().to(tdev)
+    eager, compiled = copy.deepcopy(model), torch.compile(model, backend="cuxla")
+    x, labels = torch.randn(8, 16, device=tdev), torch.randint(0, 10, (8,), device=tdev)
+    zeros = []
+    for _ in range(2):  # the second backward runs what the first one compiled
+        loss = loss_of(compiled(x, labels))
+        with _ZerosMade() as made:
+            loss.backward()
+        zeros.append(made.shapes)
+        loss_of(eager(x, labels)).backward()
+    for got, expected in zip(model.parameters(), eager.parameters()):
+        torch.testing.assert_close(got.grad, expected.grad)
+    return zeros
+
+
+def test_an_output_the_loss_does_not_reach_gets_no_tensor_of_zeros(tdev, monkeypatch):
+    monkeypatch.setenv("CUXLA_CACHE_DIR", "")
+    # Autograd would make zeros of the logits' size for their gradient and
+    # hold them for the whole backward; cuxla's backward takes None there, and
+    # is compiled again with the zeros inside, where XLA folds them away.
+    arguments = []
+    lower = cuxla.dynamo._lower
+    monkeypatch.setattr(cuxla.dynamo, "_lower",
+                        lambda gm, inputs, *rest: arguments.append(len(inputs)) or lower(gm, inputs, *rest))
+    zeros = _backwards_beside_eager(tdev, lambda outputs: outputs[0])
+    assert zeros == [[], []], zeros
+    _assert_whole_programs()  # the variant is neither a graph nor a program of its own in the report
+    assert cuxla.dynamo.report()["backwards_without_zeros"] == 1
+    forward, backward, variant = arguments
+    assert variant == backward - 1, arguments
+
+
+def test_a_backward_given_every_tangent_runs_as_compiled(tdev, monkeypatch):
+    monkeypatch.setenv("CUXLA_CACHE_DIR", "")
+    zeros = _backwards_beside_eager(tdev, lambda outputs: outputs[0] + outputs[1].square().mean())
+    assert zeros == [[], []], zeros
+    assert cuxla.dynamo.report()["backwards_without_zeros"] == 0
+
+
+def test_a_backward_whose_variant_does_not_lower_gets_zeros_made_in_pytorch(tdev, monkeypatch):
+    monkeypatch.setenv("CUXLA_CACHE_DIR", "")
+    lower = cuxla.dynamo._partition_and_lower
+
+    def fails_for_variants(*args, **kwargs):
+        if not cuxla.dynamo._counting.graphs:
+            raise RuntimeError("no lowering for this variant")
+        return lower(*args, **kwargs)
+
+    monkeypatch.setattr(cuxla.dynamo, "_partition_and_lower", fails_for_variants)
+    zeros = _backwards_beside_eager(tdev, lambda outputs: outputs[0])
+    assert zeros == [[(8, 10)], [(8, 10)]], zeros
+    _assert_whole_programs()
+    assert cuxla.dynamo.report()["backwards_without_zeros"] == 0
+
+
 @pytest.mark.parametrize("name", ["mlp", "cnn", "bert"])
 def test_training_matches_eager_at_every_step(tdev, name):
     size = "tiny" if tdev == "cpu" or name != "bert" else "base"
