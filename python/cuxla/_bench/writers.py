@@ -233,8 +233,10 @@ def write_models(rows: list[dict], steps: int, dropout: str, tolerance: float, o
     most_in_xla = sum((r.get("xla_op_share") or 0) >= 0.98 for r in rows)
     verdicts = ", ".join(f"{v} {n}" for v, n in collections.Counter(r["verdict"] for r in rows).most_common())
     unbroken = sum(r.get("graph_breaks") == 0 for r in rows)
+    without_zeros = sum(bool(r.get("backwards_without_zeros")) for r in rows)
     summary = (f"**{passed} of {len(rows)} pass**; {one_program} with one XLA program per graph; "
-               f"{most_in_xla} with >= 98% of ATen ops in XLA; {unbroken} without a graph break ({verdicts})")
+               f"{most_in_xla} with >= 98% of ATen ops in XLA; {unbroken} without a graph break; "
+               f"{without_zeros} with a backward given no zeros for outputs the loss does not reach ({verdicts})")
     rule = (f"Pass: losses at every step as close to eager's as eager's own under another seed, twice over, "
             f"and at least within {100 * _zoo.DROPOUT_TRACKING:g}% (XLA draws its own dropout masks: the runs "
             f"track each other; parameters are shown, not judged)."
