@@ -876,8 +876,11 @@ class _MissingTangents:
         graph = _as_strided_on_storage(_copy(self._graph()))
         placeholders = [n for n in graph.graph.nodes if n.op == "placeholder"]
         values = [placeholders[i].meta.get("val") for i in missing]
+        # None where AOTAutograd always passes it (an effect's token) is no missing gradient.
+        if not all(placeholders[i].name.startswith("tangents") for i in missing):
+            return self._runs
         if not all(isinstance(v, torch.Tensor) and all(isinstance(d, int) for d in v.shape) for v in values):
-            raise ValueError("autograd gave None for a backward input that is not a tensor of known shape")
+            raise ValueError("autograd gave None for a gradient that is not a tensor of known shape")
         zeros = [(tuple(v.shape), v.dtype, v.device) for v in values]
         first_op = next(n for n in graph.graph.nodes if n.op != "placeholder")
         for i, (shape, dtype, device), value in zip(missing, zeros, values):
