@@ -238,6 +238,23 @@ def test_a_backward_given_every_tangent_runs_as_compiled(tdev, monkeypatch):
     assert cuxla.dynamo.report()["backwards_without_zeros"] == 0
 
 
+def test_a_graph_with_symbolic_shapes_keeps_autograds_zeros(tdev):
+    # The zeros' shape would be symbolic: autograd makes them, as for any backend.
+    torch.manual_seed(0)
+    model = _LossAndLogits().to(tdev)
+    eager, compiled = copy.deepcopy(model), torch.compile(model, backend="cuxla", dynamic=True)
+    for batch in (8, 12):
+        x, labels = torch.randn(batch, 16, device=tdev), torch.randint(0, 10, (batch,), device=tdev)
+        loss = compiled(x, labels)[0]  # outside the mode, under which Dynamo would not compile
+        with _ZerosMade() as made:
+            loss.backward()
+        assert made.shapes == [(batch, 10)], made.shapes
+        eager(x, labels)[0].backward()
+    for got, expected in zip(model.parameters(), eager.parameters()):
+        torch.testing.assert_close(got.grad, expected.grad)
+    assert cuxla.dynamo.report()["backwards_without_zeros"] == 0
+
+
 def test_a_backward_whose_variant_does_not_lower_gets_zeros_made_in_pytorch(tdev, monkeypatch):
     monkeypatch.setenv("CUXLA_CACHE_DIR", "")
     lower = cuxla.dynamo._partition_and_lower
