@@ -326,7 +326,8 @@ def test_bench_memory_table_and_plot(tmp_path):
 
     rows = [{"setting": s, "measure": MEASURES["bert"], "peak_gib": 3.0 + i, "step_ms": 40.0,
              "loss": 7.0} for i, s in enumerate(SETTINGS)]
-    rows[1].update(xla_op_share=1.0, torch_peak_gib=1.5, xla_peak_gib=3.5)
+    rows[1].update(xla_op_share=1.0, torch_peak_gib=1.5, xla_peak_gib=3.5, backward_programs=1)
+    rows[2].update(xla_op_share=1.0, backward_programs=4)  # CUXLA_BACKWARD_PROGRAMS=4
     rows[0]["need_gib"], rows[2]["need_gib"] = 2.5, 4.0
     rows += [{"setting": "one_pool", "measure": MEASURES["batch"], "budget_gib": 8.0, "batch": 4096},
              {"setting": "two_pools", "measure": MEASURES["op"], "us_per_op": 4.25},
@@ -334,7 +335,8 @@ def test_bench_memory_table_and_plot(tmp_path):
     writers.write_memory(rows, "a test card", SETTINGS, tmp_path)
     table = (tmp_path / "memory.md").read_text()
     assert ("| BERT-base 16 x 128 training | 3.00 GiB (in use at once: 2.50), step 40.0 ms | 4.00 GiB (own peaks: "
-            "PyTorch 1.50, XLA 3.50), step 40.0 ms, 100% of ATen ops in XLA |") in table
+            "PyTorch 1.50, XLA 3.50), step 40.0 ms, 100% of ATen ops in XLA | 5.00 GiB (in use at once: 4.00), "
+            "step 40.0 ms, 100% of ATen ops in XLA, the backward in 4 programs |") in table
     # One pool (5 GiB) against the larger of eager's peak (3) and XLA's own (3.5).
     assert "BERT-base 16 x 128 training: one pool 5.00 GiB against the larger of eager's peak and XLA's own, " \
            "3.50 GiB: +43%" in table

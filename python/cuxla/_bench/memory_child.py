@@ -34,6 +34,7 @@ def _emit(**row) -> None:
 
         report = cuxla.dynamo.report()
         row["xla_op_share"] = report["xla_ops"] / report["aten_ops"] if report["aten_ops"] else None
+        row["backward_programs"] = cuxla.dynamo.backward_programs  # CUXLA_BACKWARD_PROGRAMS, passed on
     print(json.dumps(row), flush=True)
 
 

@@ -296,6 +296,8 @@ def memory_cell(row: dict) -> str:
     own = "" if row.get("xla_peak_gib") is None else \
         f" (own peaks: PyTorch {row['torch_peak_gib']:.2f}, XLA {row['xla_peak_gib']:.2f})"
     own += "" if row.get("need_gib") is None else f" (in use at once: {row['need_gib']:.2f})"
+    programs = row.get("backward_programs") or 1
+    in_xla += f", the backward in {programs} programs" if programs > 1 else ""
     return f"{row['peak_gib']:.2f} GiB{own}, step {row['step_ms']:.1f} ms{in_xla}"
 
 
