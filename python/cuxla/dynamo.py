@@ -240,6 +240,8 @@ def _why_not(node: torch.fx.Node) -> str | None:
         for t in _tensor_meta(arg):
             if str(t.dtype).removeprefix("torch.") not in cuxla._cuxla.DTYPES:
                 return f"dtype {t.dtype} has no XLA counterpart"
+    if any(not isinstance(d, int) for n in (node, *node.all_input_nodes) for t in _tensor_meta(n) for d in t.shape):
+        return "symbolic shapes (dynamic=True, or Dynamo's automatic dynamic shapes): cuxla lowers static shapes"
     return None
 
 
