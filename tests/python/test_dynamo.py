@@ -215,10 +215,10 @@ def _backwards_beside_eager(tdev, loss_of) -> list[list[tuple]]:
 
 
 def test_an_output_the_loss_does_not_reach_gets_no_tensor_of_zeros(tdev, monkeypatch):
-    monkeypatch.setenv("CUXLA_CACHE_DIR", "")
     # Autograd would make zeros of the logits' size for their gradient and
     # hold them for the whole backward; cuxla's backward takes None there, and
     # is compiled again with the zeros inside, where XLA folds them away.
+    monkeypatch.setenv("CUXLA_CACHE_DIR", "")
     arguments = []
     lower = cuxla.dynamo._lower
     monkeypatch.setattr(cuxla.dynamo, "_lower",
