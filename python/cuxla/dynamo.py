@@ -208,6 +208,11 @@ def _decompositions() -> dict:
     return table
 
 
+def _static_shape(t: torch.Tensor) -> bool:
+    """Whether every dimension of `t` is a number (none symbolic)."""
+    return all(isinstance(d, int) for d in t.shape)
+
+
 def _tensor_meta(node: torch.fx.Node) -> list[torch.Tensor]:
     value = node.meta.get("val")
     values = value if isinstance(value, (list, tuple)) else [value]
@@ -240,7 +245,7 @@ def _why_not(node: torch.fx.Node) -> str | None:
         for t in _tensor_meta(arg):
             if str(t.dtype).removeprefix("torch.") not in cuxla._cuxla.DTYPES:
                 return f"dtype {t.dtype} has no XLA counterpart"
-    if any(not isinstance(d, int) for n in (node, *node.all_input_nodes) for t in _tensor_meta(n) for d in t.shape):
+    if not all(_static_shape(t) for n in (node, *node.all_input_nodes) for t in _tensor_meta(n)):
         return "symbolic shapes (dynamic=True, or Dynamo's automatic dynamic shapes): cuxla lowers static shapes"
     return None
 
@@ -551,7 +556,7 @@ def _views_of_inputs(gm: torch.fx.GraphModule, inputs: int) -> dict[int, tuple[i
             continue
         if node is made:
             views[position] = (placeholders[node], None)
-        elif (_contiguous(node) and _contiguous(made) and all(isinstance(d, int) for d in made.meta["val"].shape)
+        elif (_contiguous(node) and _contiguous(made) and _static_shape(made.meta["val"])
               and made.meta["val"].storage_offset() == node.meta["val"].storage_offset()
               and made.meta["val"].numel() == node.meta["val"].numel()):
             views[position] = (placeholders[node], tuple(made.meta["val"].shape))
@@ -866,33 +871,13 @@ class _MissingTangents:
 
     def _variant(self, missing: tuple[int, ...]) -> Callable:
         key = self._recorded_under and self._recorded_under + b"\0without the tangents " + repr(missing).encode()
-        kept = cuxla._cuxla.compile_cache_load(key) if key else None
-        if kept is not None:
-            kept = pickle.loads(kept)
-            instead = self._with_zeros(missing, kept["zeros"])
-            with _counted_as_graphs(False):
-                program = _XlaProgram.from_record(
-                    kept["program"], lambda error: lambda *given: instead(_with_holes(given, missing)))
-            if program is not None:
-                return self._given_only(program, missing)
-        graph = _as_strided_on_storage(_copy(self._graph()))
-        placeholders = [n for n in graph.graph.nodes if n.op == "placeholder"]
-        values = [placeholders[i].meta.get("val") for i in missing]
-        # None where AOTAutograd always passes it (an effect's token) is no missing gradient.
-        if not all(placeholders[i].name.startswith("tangents") for i in missing):
+        recorded = self._variant_from_record(key, missing) if key else None
+        if recorded is not None:
+            return recorded
+        made = _tangents_made_zeros(_as_strided_on_storage(_copy(self._graph())), missing)
+        if made is None:  # None where AOTAutograd always passes it (an effect's token): no missing gradient
             return self._runs
-        if not all(isinstance(v, torch.Tensor) and all(isinstance(d, int) for d in v.shape) for v in values):
-            raise ValueError("autograd gave None for a gradient that is not a tensor of known shape")
-        zeros = [(tuple(v.shape), v.dtype, v.device) for v in values]
-        first_op = next(n for n in graph.graph.nodes if n.op != "placeholder")
-        for i, (shape, dtype, device), value in zip(missing, zeros, values):
-            with graph.graph.inserting_before(first_op):
-                made = graph.graph.call_function(torch.ops.aten.zeros.default, (list(shape),),
-                                                 {"dtype": dtype, "device": device})
-            made.meta["val"] = value
-            placeholders[i].replace_all_uses_with(made)
-            graph.graph.erase_node(placeholders[i])
-        graph.recompile()
+        graph, zeros = made
         runs = None
         try:
             with _counted_as_graphs(False):
@@ -906,6 +891,18 @@ class _MissingTangents:
             with _disable_current_modes():
                 cuxla._cuxla.compile_cache_store(key, pickle.dumps({"program": runs.record, "zeros": zeros}))
         return self._given_only(runs, missing)
+
+    def _variant_from_record(self, key: bytes, missing: tuple[int, ...]) -> Callable | None:
+        """The variant an earlier process recorded under `key`; None where there is none, or its lowering is gone."""
+        kept = cuxla._cuxla.compile_cache_load(key)
+        if kept is None:
+            return None
+        kept = pickle.loads(kept)
+        instead = self._with_zeros(missing, kept["zeros"])
+        with _counted_as_graphs(False):
+            program = _XlaProgram.from_record(
+                kept["program"], lambda error: lambda *given: instead(_with_holes(given, missing)))
+        return None if program is None else self._given_only(program, missing)
 
     @staticmethod
     def _given_only(runs: Callable, missing: tuple[int, ...]) -> Callable:
@@ -929,6 +926,29 @@ class _MissingTangents:
             return self._runs(inputs)
 
         return runs
+
+
+def _tangents_made_zeros(graph: torch.fx.GraphModule, missing: tuple[int, ...]) -> tuple | None:
+    """`graph` (a backward) with its inputs at `missing` made inside as
+    zeros, and those zeros' (shape, dtype, device); None where one of them is
+    no tangent."""
+    placeholders = [n for n in graph.graph.nodes if n.op == "placeholder"]
+    if not all(placeholders[i].name.startswith("tangents") for i in missing):
+        return None
+    values = [placeholders[i].meta.get("val") for i in missing]
+    if not all(isinstance(v, torch.Tensor) and _static_shape(v) for v in values):
+        raise ValueError("autograd gave None for a gradient that is not a tensor of known shape")
+    zeros = [(tuple(v.shape), v.dtype, v.device) for v in values]
+    first_op = next(n for n in graph.graph.nodes if n.op != "placeholder")
+    for i, (shape, dtype, device), value in zip(missing, zeros, values):
+        with graph.graph.inserting_before(first_op):
+            made = graph.graph.call_function(torch.ops.aten.zeros.default, (list(shape),),
+                                             {"dtype": dtype, "device": device})
+        made.meta["val"] = value
+        placeholders[i].replace_all_uses_with(made)
+        graph.graph.erase_node(placeholders[i])
+    graph.recompile()
+    return graph, zeros
 
 
 def _with_holes(given: Sequence[Any], missing: tuple[int, ...]) -> list:
@@ -1289,8 +1309,8 @@ def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable
             compiled = _aot_backend(cached)(gm, example_inputs)
         # With symbolic shapes a missing tangent's zeros would have no known
         # shape: autograd makes them.
-        static = all(isinstance(d, int) for t in example_inputs if isinstance(t, torch.Tensor) for d in t.shape) \
-            and not any(isinstance(v, torch.SymInt) for v in example_inputs)
+        static = all(_static_shape(v) if isinstance(v, torch.Tensor) else not isinstance(v, torch.SymInt)
+                     for v in example_inputs)
         return _no_zeros_for_outputs_without_gradients(compiled) if static else compiled
     finally:
         aot_s = time.perf_counter() - start - (_in_compiler.seconds - in_compiler)
