@@ -52,7 +52,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 import cuxla
 
-from . import _attention, _torchax
+from . import _attention, _attention_masks, _torchax
 from ._errors import one_line
 from . import torch as cuxla_torch
 
@@ -483,10 +483,10 @@ def _lowering_key(gm: torch.fx.GraphModule, inputs: Sequence[torch.Tensor], out_
 def _lowering_source_digest() -> str:
     """A digest of the modules that turn a graph into StableHLO: a lowering
     cached by other code (another cuxla, an edited one) is not taken."""
-    from . import _attention, _lowerings
+    from . import _lowerings
 
     digest = hashlib.sha256()
-    for module in (sys.modules[__name__], _torchax, _lowerings, _attention):
+    for module in (sys.modules[__name__], _torchax, _lowerings, _attention, _attention_masks):
         digest.update(pathlib.Path(module.__file__).read_bytes())
     return digest.hexdigest()
 
@@ -632,6 +632,7 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
     `programs`: how many programs a graph whose every op lowers runs as."""
     try:
         graph = _as_strided_on_storage(_copy(gm))
+        _attention_masks.fold(graph)
         ruled_out: dict[str, str] = {}
         if compile_failed is not None and not _rule_out_failing_ops(graph, ruled_out):
             raise compile_failed
@@ -1066,7 +1067,9 @@ def _partition(joint: torch.fx.GraphModule, joint_inputs: Any, *, num_fwd_output
     a view of one of its inputs (a Linear's transposed weight) or of another
     tensor it saves: XLA would write the view as a copy (a second copy of
     every weight), so the backward makes the view again from the input or
-    the tensor."""
+    the tensor. Before, masks made from no input become attention's flags
+    (`_attention_masks`), in forward and backward alike."""
+    _attention_masks.fold(joint)
     forward, backward = min_cut_rematerialization_partition(joint, joint_inputs, num_fwd_outputs=num_fwd_outputs,
                                                              **options)
     returned = list(_output_args(forward))
