@@ -24,9 +24,11 @@ import torch.fx
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.utils._python_dispatch import _disable_current_modes
 
+from . import _attention
+
 log = logging.getLogger("cuxla.dynamo")
 
-_PAIR = (torch.ops.cuxla.attention.default, torch.ops.cuxla.attention_backward.default)
+_PAIR = (_attention.attention._opoverload, _attention.attention_backward._opoverload)
 _LARGEST_MASK = 2**30  # elements: a mask beyond this is left as it is, not computed at compile time
 _MOST_OPS = 64  # ops making one mask: a longer computation is left as it is
 
