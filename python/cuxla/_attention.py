@@ -32,6 +32,12 @@ answered from PyTorch's current CUDA device instead, so that no JAX client
 is made (lowering touches no device). cuDNN's backward reads the forward's
 output and log-sum-exps, which the forward then keeps (`_cudnn_forward_given`);
 XLA's own backward recomputes the weights from the inputs.
+"pallas" (opt-in, unmeasured as the default) is cuDNN's where cuDNN takes it,
+else, where it takes the attention, JAX's Pallas flash attention, Triton
+kernels that XLA's CUDA compiler builds: any float type (float32 among them,
+which cuDNN does not take), causal or not, no mask, no dropout, as many key
+as query heads, sequences of whole 128-position blocks, heads of at most 128;
+it never writes the scores out, and its backward runs its forward again.
 
 Tensors are (batch, heads, sequence, head size) as in PyTorch; the key and
 value may have fewer heads than the query (grouped-query attention). A
@@ -55,7 +61,7 @@ from ._errors import one_line
 aten = torch.ops.aten
 log = logging.getLogger("cuxla.dynamo")
 
-_IMPLEMENTATIONS = ("xla", "cudnn")
+_IMPLEMENTATIONS = ("xla", "cudnn", "pallas")
 
 
 def implementation(platform: str) -> str:
@@ -266,7 +272,7 @@ def _backward_reads_forward(query, dropout_p, bias_needs_grad) -> bool:
     or bfloat16, cuDNN's attention asked for, no dropout, no mask gradient.
     (Where JAX's checks refuse the shape after all, they are saved unread.)"""
     return query.device.type == "cuda" and query.dtype in (torch.float16, torch.bfloat16) and not dropout_p \
-        and not bias_needs_grad and implementation("cuda") == "cudnn"
+        and not bias_needs_grad and implementation("cuda") in ("cudnn", "pallas")
 
 
 def _flash_cpu(query, key, value, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):
@@ -340,10 +346,13 @@ DECOMPOSITIONS = {
 """ATen attention kernel -> its rewrite to the pair, for AOTAutograd's decomposition table."""
 
 
-def _jax_attention(query, key, value, bias, is_causal, scale, dropout_p=0.0, seed=None, cudnn=True, saved=None):
+def _jax_attention(query, key, value, bias, is_causal, scale, dropout_p=0.0, seed=None, cudnn=True, saved=None,
+                   differentiated=False):
     """Attention's (output, log-sum-exp); `cudnn`: cuDNN's where lowering for
     it and it takes this; `saved`: (output, log-sum-exp) this gave before,
-    which cuDNN's path takes as its forward's results (not run again)."""
+    which cuDNN's path takes as its forward's results (not run again);
+    `differentiated`: under JAX's derivative, where Pallas's attention gives
+    no log-sum-exp (None)."""
     import jax
     import jax.numpy as jnp
 
@@ -365,9 +374,47 @@ def _jax_attention(query, key, value, bias, is_causal, scale, dropout_p=0.0, see
             _cudnn_attention_with_boolean_mask(query, key, value, mask, is_causal, scale, given)
         if out_lse is not None:
             return out_lse
+    if bias is None and mask is None and _pallas_takes(query, key, value, is_causal):
+        return _pallas_attention(query, key, value, is_causal, scale, differentiated)
     out, lse = jax.nn.dot_product_attention(heads_second(query), heads_second(key), heads_second(value), bias=bias,
                                             mask=mask, scale=scale, is_causal=is_causal, return_residual=True)
     return heads_second(out), heads_second(lse).astype(jnp.float32)
+
+
+def _pallas_takes(query, key, value, is_causal) -> bool:
+    """Whether Pallas's flash attention runs this attention (lowering for it,
+    and its kernels take these shapes)."""
+    (_, heads, length, size), (_, key_heads, key_length, _) = query.shape, key.shape
+    return _pallas_lowering.get() and heads == key_heads and size == key.shape[-1] == value.shape[-1] <= 128 \
+        and length % 128 == 0 and key_length % 128 == 0 and (length == key_length or not is_causal)
+
+
+_pallas_interpret = False  # True: Pallas's kernels interpreted by XLA's own ops (tests on a CPU)
+
+
+def _pallas_attention(q, k, v, is_causal, scale, differentiated=False):
+    """JAX's Pallas flash attention on (B, N, T, H) arrays: (output, log-sum-exp
+    (B, N, T) float32, or None if `differentiated`)."""
+    import jax.numpy as jnp
+    from jax.experimental.pallas.ops.gpu import attention as pallas
+
+    def heads_third(x):  # PyTorch's (B, N, T, H) <-> Pallas's (B, T, N, H)
+        return jnp.swapaxes(x, 1, 2)
+
+    with _x64(False):  # its kernels' index arithmetic is 32-bit
+        result = pallas.mha(heads_third(q), heads_third(k), heads_third(v), None, sm_scale=scale, causal=is_causal,
+                            return_residuals=not differentiated, interpret=_pallas_interpret)
+    out, lse = (result, None) if differentiated else result
+    # Its kernels keep the log-sum-exp in base 2 (they exponentiate by exp2).
+    return heads_third(out), None if lse is None else lse * math.log(2.0)
+
+
+def _x64(enabled: bool):
+    import jax
+
+    if hasattr(jax, "enable_x64"):
+        return jax.enable_x64(enabled)
+    return jax.experimental.enable_x64() if enabled else jax.experimental.disable_x64()
 
 
 def _cudnn_attention(q, k, v, bias, is_causal, scale, given=None):
@@ -472,6 +519,7 @@ def _capability() -> tuple[int, int]:
 
 
 _cudnn_lowering: contextvars.ContextVar[bool] = contextvars.ContextVar("cudnn_lowering", default=False)
+_pallas_lowering: contextvars.ContextVar[bool] = contextvars.ContextVar("pallas_lowering", default=False)
 _cudnn_checks_lock = threading.RLock()
 
 
@@ -480,16 +528,20 @@ def lowering_for_cuda():
     """Lowering for CUDA, where attention takes cuDNN's path if asked:
     JAX's cuDNN checks are then answered from PyTorch's current CUDA
     device's compute capability, not from JAX's GPU client (a JAX whose
-    checks are not those two functions keeps XLA's own attention)."""
-    if implementation("cuda") != "cudnn":
+    checks are not those two functions keeps XLA's own attention); and
+    Pallas's attention where it takes what cuDNN does not, if asked."""
+    chosen = implementation("cuda")
+    if chosen == "xla":
         yield
         return
-    with _cudnn_checks_from_torch() as answered:
-        token = _cudnn_lowering.set(answered)
+    with _cudnn_checks_from_torch() as answered, \
+            (_pallas_device_from_torch() if chosen == "pallas" else contextlib.nullcontext(False)) as pallas:
+        tokens = _cudnn_lowering.set(answered), _pallas_lowering.set(pallas)
         try:
             yield
         finally:
-            _cudnn_lowering.reset(token)
+            _cudnn_lowering.reset(tokens[0])
+            _pallas_lowering.reset(tokens[1])
 
 
 @contextlib.contextmanager
@@ -510,6 +562,31 @@ def _cudnn_checks_from_torch():
         for name, answer in answers.items():
             answering.enter_context(_replaced(checks, name, answer))
         yield not missing
+
+
+@contextlib.contextmanager
+def _pallas_device_from_torch():
+    """Pallas's lowering asks JAX for a GPU (its compute capability, for
+    Triton): answered from PyTorch's current CUDA device (one lowering at a
+    time), so that no JAX client is made; gives whether it could be."""
+    try:
+        from jax._src.pallas.triton import pallas_call_registration as registration
+    except ImportError as missing:
+        registration, reason = None, one_line(missing)
+    else:
+        reason = "its lowering asks for a GPU where cuxla does not answer"
+    if registration is None or not hasattr(registration, "jax"):
+        log.info("attention runs as XLA's own ops where cuDNN does not take it: Pallas's flash attention: %s", reason)
+        yield False
+        return
+    import jax
+
+    major, minor = _capability()
+    device = types.SimpleNamespace(compute_capability=f"{major}.{minor}")
+    answering = types.SimpleNamespace(**{name: getattr(jax, name) for name in dir(jax) if not name.startswith("_")})
+    answering.local_devices = lambda *args, **kwargs: [device]
+    with _cudnn_checks_lock, _replaced(registration, "jax", answering):
+        yield True
 
 
 def _jax_attention_with_dropout(query, key, value, bias, is_causal, scale, dropout_p, seed):
@@ -540,11 +617,14 @@ def _jax_attention_backward(grad_out, query, key, value, bias, is_causal, scale,
 
     def output(q, k, v, b=bias):  # a mask's gradient is XLA's own attention's: cuDNN's is not asked of it
         return _jax_attention(q, k, v, b, is_causal, scale, dropout_p, seed, cudnn=not bias_needs_grad,
-                              saved=saved)[0]
+                              saved=saved, differentiated=True)[0]
 
-    # The mask is differentiated only where its gradient is asked for.
-    _, vjp = jax.vjp(output, query, key, value, *([bias] if bias_needs_grad else []))
-    grads = vjp(grad_out)
+    # The mask is differentiated only where its gradient is asked for. Pallas's
+    # kernels, forward and backward, are traced with 32-bit index arithmetic.
+    pallas = bias is None and not dropout_p and _pallas_takes(query, key, value, is_causal)
+    with _x64(False) if pallas else contextlib.nullcontext():
+        _, vjp = jax.vjp(output, query, key, value, *([bias] if bias_needs_grad else []))
+        grads = vjp(grad_out)
     return grads if bias_needs_grad else (*grads, jnp.zeros((0,), jnp.float32))
 
 

@@ -121,13 +121,14 @@ def _cuda_attention() -> str:
         chosen = _attention.implementation("cuda")
     except ValueError as error:
         return str(error)
-    if chosen != "cudnn":
+    if chosen == "xla":
         return "XLA's own ops (CUXLA_ATTENTION=xla; cuDNN's flash attention unless so set)"
     from jax._src.lib import cuda_versions
 
     if cuda_versions is None:
         return "cuDNN's, but JAX's CUDA plugin libraries are not installed: XLA's own ops"
-    return f"cuDNN's flash attention (cuDNN {cuda_versions.cudnn_get_version()}), where it takes the shape"
+    then = ", else Pallas's flash attention (CUXLA_ATTENTION=pallas) where it takes it" if chosen == "pallas" else ""
+    return f"cuDNN's flash attention (cuDNN {cuda_versions.cudnn_get_version()}), where it takes the shape{then}"
 
 
 def report(only: str | None = None) -> int:

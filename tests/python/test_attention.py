@@ -564,7 +564,7 @@ def test_cudnn_attention_is_never_lowered_for_the_cpu(monkeypatch, a_hopper_gpu_
 
 def test_an_unknown_attention_setting_is_a_value_error(monkeypatch):
     monkeypatch.setenv("CUXLA_ATTENTION", "flash")
-    with pytest.raises(ValueError, match=r"CUXLA_ATTENTION='flash' is not one of xla, cudnn"):
+    with pytest.raises(ValueError, match=r"CUXLA_ATTENTION='flash' is not one of xla, cudnn, pallas"):
         _attention.implementation("cuda")
 
 
@@ -605,5 +605,109 @@ def test_compiled_bfloat16_attention_through_cudnn_matches_pytorch(monkeypatch, 
     torch.testing.assert_close(out.float(), expected, rtol=2e-2, atol=2e-2)
     for got, want in zip(grads, expected_grads):
         torch.testing.assert_close(got.float(), want, rtol=5e-2, atol=5e-2)
+    report = cuxla.dynamo.report()
+    assert report["xla_programs"] == report["graphs"] == 2 and report["xla_ops"] == report["aten_ops"], report
+
+
+def _pallas_attention_and_gradients(q, k, v, causal, pallas, mask=None):
+    """Attention's output, log-sum-exp and the query's, key's and value's
+    gradients as cuxla lowers them for CUDA, run here on the CPU: with
+    `pallas`, Pallas's kernels interpreted by XLA's own ops."""
+    import jax
+
+    token = _attention._pallas_lowering.set(pallas)
+    try:
+        def forward_and_backward(q, k, v, g):
+            out, lse = _attention._jax_attention(q, k, v, mask, causal, 0.125)
+            return out, lse, _attention._jax_attention_backward(g, q, k, v, mask, causal, 0.125)[:3]
+
+        return jax.jit(forward_and_backward)(q, k, v, q * 0.5 + 1.0)
+    finally:
+        _attention._pallas_lowering.reset(token)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_pallas_attention_matches_xlas_own(monkeypatch, causal):
+    # Pallas's flash attention (Triton's kernels on a GPU) interpreted on the CPU: its output, float32
+    # log-sum-exps and gradients in PyTorch's layout are XLA's own attention's.
+    import jax
+    import numpy as np
+
+    monkeypatch.setattr(_attention, "_pallas_interpret", True)
+    keys = jax.random.split(jax.random.PRNGKey(0), 3)
+    q, k, v = (jax.random.normal(key, (1, 2, 128, 64), jax.numpy.float32) for key in keys)
+    got = _pallas_attention_and_gradients(q, k, v, causal, pallas=True)
+    want = _pallas_attention_and_gradients(q, k, v, causal, pallas=False)
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5)
+
+
+def _lowered_programs_calls(monkeypatch, setting, dtype, heads=8, key_heads=8, length=128, masked=False,
+                            causal=True):
+    """The custom calls of attention's forward and backward lowered for CUDA under `CUXLA_ATTENTION=setting`."""
+    import re
+
+    import jax
+
+    from cuxla import _torchax
+
+    monkeypatch.setenv("CUXLA_ATTENTION", setting)
+
+    def forward_and_backward(q, k, v, g, mask):
+        out, lse = _attention._jax_attention(q, k, v, mask, causal, 0.125)
+        return out, _attention._jax_attention_backward(g, q, k, v, mask, causal, 0.125, out=out, lse=lse)
+
+    queries = jax.ShapeDtypeStruct((2, heads, length, 64), dtype)
+    keys = jax.ShapeDtypeStruct((2, key_heads, length, 64), dtype)
+    mask = jax.ShapeDtypeStruct((length, length), jax.numpy.bool_) if masked else None
+    _torchax.environment()
+    with _torchax.lowering_context("cuda"):
+        text = jax.jit(forward_and_backward).trace(queries, keys, keys, queries, mask).lower(
+            lowering_platforms=("cuda",)).as_text()
+    return re.findall(r"custom_call @([\w$.]+)", text)
+
+
+def test_pallas_attention_is_lowered_for_float32_only_where_asked_and_it_takes_the_attention(
+        monkeypatch, a_hopper_gpu_with_cudnn):
+    import jax.numpy as jnp
+
+    triton = "__gpu$xla.gpu.triton"
+    # The forward, and the backward's forward again, its preparation and its kernel.
+    assert _lowered_programs_calls(monkeypatch, "pallas", jnp.float32) == [triton] * 4
+    assert _lowered_programs_calls(monkeypatch, "pallas", jnp.float32, causal=False) == [triton] * 4
+    # Not asked for; cuDNN's first for 16-bit types; what its kernels do not take: XLA's own ops.
+    assert _lowered_programs_calls(monkeypatch, "cudnn", jnp.float32) == []
+    assert triton not in _lowered_programs_calls(monkeypatch, "pallas", jnp.bfloat16)
+    assert _lowered_programs_calls(monkeypatch, "pallas", jnp.float32, key_heads=2) == []
+    assert _lowered_programs_calls(monkeypatch, "pallas", jnp.float32, length=96) == []
+    assert _lowered_programs_calls(monkeypatch, "pallas", jnp.float32, masked=True) == []
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_compiled_float32_attention_through_pallas_matches_pytorch(monkeypatch, client, causal):
+    if client.platform != "cuda":
+        pytest.skip("Pallas's attention runs on a CUDA GPU")
+    monkeypatch.setenv("CUXLA_ATTENTION", "pallas")
+    monkeypatch.setenv("CUXLA_CACHE_DIR", "")  # lowered here, not taken from a cache
+    taken = []
+    pallas_attention = _attention._pallas_attention
+    monkeypatch.setattr(_attention, "_pallas_attention", lambda *args: taken.append(args) or pallas_attention(*args))
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 256, 64, device="cuda") for _ in range(3))
+    expected, expected_grads = _reference(q, k, v, None, causal)
+
+    def attention(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    torch._dynamo.reset()
+    cuxla.dynamo.reset_report()
+    q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+    out = torch.compile(attention, backend="cuxla")(q, k, v)
+    grads = torch.autograd.grad(out, (q, k, v), torch.ones_like(out))
+    assert len(taken) == 2, "Pallas's attention was not lowered for the forward and the backward"
+    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
+    for got, want in zip(grads, expected_grads):
+        torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-3)
     report = cuxla.dynamo.report()
     assert report["xla_programs"] == report["graphs"] == 2 and report["xla_ops"] == report["aten_ops"], report
