@@ -36,7 +36,8 @@ XLA's own backward recomputes the weights from the inputs.
 else, where it takes the attention, JAX's Pallas flash attention, Triton
 kernels that XLA's CUDA compiler builds: any float type (float32 among them,
 which cuDNN does not take), causal or not, no mask, no dropout, as many key
-as query heads, sequences of whole 128-position blocks, heads of at most 128;
+as query heads, queries and keys of one length in whole 128-position blocks,
+heads of at most 128;
 it never writes the scores out, and its backward runs its forward again.
 
 Tensors are (batch, heads, sequence, head size) as in PyTorch; the key and
@@ -374,19 +375,19 @@ def _jax_attention(query, key, value, bias, is_causal, scale, dropout_p=0.0, see
             _cudnn_attention_with_boolean_mask(query, key, value, mask, is_causal, scale, given)
         if out_lse is not None:
             return out_lse
-    if bias is None and mask is None and _pallas_takes(query, key, value, is_causal):
+    if bias is None and mask is None and _pallas_takes(query, key, value):
         return _pallas_attention(query, key, value, is_causal, scale, differentiated)
     out, lse = jax.nn.dot_product_attention(heads_second(query), heads_second(key), heads_second(value), bias=bias,
                                             mask=mask, scale=scale, is_causal=is_causal, return_residual=True)
     return heads_second(out), heads_second(lse).astype(jnp.float32)
 
 
-def _pallas_takes(query, key, value, is_causal) -> bool:
+def _pallas_takes(query, key, value) -> bool:
     """Whether Pallas's flash attention runs this attention (lowering for it,
     and its kernels take these shapes)."""
     (_, heads, length, size), (_, key_heads, key_length, _) = query.shape, key.shape
     return _pallas_lowering.get() and heads == key_heads and size == key.shape[-1] == value.shape[-1] <= 128 \
-        and length % 128 == 0 and key_length % 128 == 0 and (length == key_length or not is_causal)
+        and length == key_length and length % 128 == 0
 
 
 _pallas_interpret = False  # True: Pallas's kernels interpreted by XLA's own ops (tests on a CPU)
@@ -621,7 +622,7 @@ def _jax_attention_backward(grad_out, query, key, value, bias, is_causal, scale,
 
     # The mask is differentiated only where its gradient is asked for. Pallas's
     # kernels, forward and backward, are traced with 32-bit index arithmetic.
-    pallas = bias is None and not dropout_p and _pallas_takes(query, key, value, is_causal)
+    pallas = bias is None and not dropout_p and _pallas_takes(query, key, value)
     with _x64(False) if pallas else contextlib.nullcontext():
         _, vjp = jax.vjp(output, query, key, value, *([bias] if bias_needs_grad else []))
         grads = vjp(grad_out)
