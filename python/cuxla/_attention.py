@@ -37,8 +37,8 @@ else, where it takes the attention, JAX's Pallas flash attention, Triton
 kernels that XLA's CUDA compiler builds: any float type (float32 among them,
 which cuDNN does not take), causal or not, no mask, no dropout, as many key
 as query heads, queries and keys of one length in whole 128-position blocks,
-heads of at most 128;
-it never writes the scores out, and its backward runs its forward again.
+heads of at most 128; it never writes the scores out, and its backward runs
+its forward again.
 
 Tensors are (batch, heads, sequence, head size) as in PyTorch; the key and
 value may have fewer heads than the query (grouped-query attention). A
