@@ -37,8 +37,9 @@ else, where it takes the attention, JAX's Pallas flash attention, Triton
 kernels that XLA's CUDA compiler builds: any float type (float32 among them,
 which cuDNN does not take), causal or not, no mask, no dropout, as many key
 as query heads, queries and keys of one length in whole 128-position blocks,
-heads of at most 128; it never writes the scores out, and its backward runs
-its forward again.
+heads of at most 128; it never writes the scores out, and its backward reads
+the forward's output and log-sum-exps (through JAX's own backward rule of it,
+`_mha_backward`; a JAX whose rule takes other arguments runs the forward again).
 
 Tensors are (batch, heads, sequence, head size) as in PyTorch; the key and
 value may have fewer heads than the query (grouped-query attention). A
@@ -193,7 +194,7 @@ def _(grad_out, query, key, value, bias, is_causal, scale, dropout_p=0.0, seed=N
 def _attention_saved(ctx, inputs, output):
     query, key, value, bias, is_causal, scale, dropout_p, seed = inputs
     ctx.bias_needs_grad = bias is not None and ctx.needs_input_grad[3]
-    read = _backward_reads_forward(query, dropout_p, ctx.bias_needs_grad)
+    read = _backward_reads_forward(query, key, value, bias, dropout_p, ctx.bias_needs_grad)
     ctx.save_for_backward(query, key, value, bias, seed, *(output if read else (None, None)))
     ctx.is_causal, ctx.scale, ctx.dropout_p = is_causal, scale, dropout_p
 
@@ -260,20 +261,24 @@ def _forward(query, key, value, bias, is_causal, scale, dropout_p):
 def _backward(grad_out, query, key, value, bias, is_causal, scale, dropout_p, seed, out, lse,
               bias_needs_grad=False):
     """The gradients of query, key and value (and of the mask, if it needs one)."""
-    if not _backward_reads_forward(query, dropout_p, bias_needs_grad):
+    if not _backward_reads_forward(query, key, value, bias, dropout_p, bias_needs_grad):
         out = lse = None  # kept alive for nothing otherwise
     grads = attention_backward(grad_out, query, key, value, bias, is_causal, _scale(query, scale), dropout_p,
                                seed if dropout_p else None, bias_needs_grad, out, lse)
     return grads if bias_needs_grad else grads[:3]
 
 
-def _backward_reads_forward(query, dropout_p, bias_needs_grad) -> bool:
-    """Whether cuDNN's backward may run this attention from its forward's
-    output and log-sum-exps, which the forward then saves: on CUDA, float16
-    or bfloat16, cuDNN's attention asked for, no dropout, no mask gradient.
-    (Where JAX's checks refuse the shape after all, they are saved unread.)"""
-    return query.device.type == "cuda" and query.dtype in (torch.float16, torch.bfloat16) and not dropout_p \
-        and not bias_needs_grad and implementation("cuda") in ("cudnn", "pallas")
+def _backward_reads_forward(query, key, value, bias, dropout_p, bias_needs_grad) -> bool:
+    """Whether cuDNN's or Pallas's backward may run this attention from its
+    forward's output and log-sum-exps, which the forward then saves: on CUDA,
+    no dropout, no mask gradient, and cuDNN's attention asked for, of float16
+    or bfloat16, or Pallas's, of a shape it takes. (Where JAX's checks refuse
+    the shape after all, they are saved unread.)"""
+    if query.device.type != "cuda" or dropout_p or bias_needs_grad:
+        return False
+    chosen = implementation("cuda")
+    cudnn = chosen in ("cudnn", "pallas") and query.dtype in (torch.float16, torch.bfloat16)
+    return cudnn or (chosen == "pallas" and bias is None and _pallas_takes_shapes(query, key, value))
 
 
 def _flash_cpu(query, key, value, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):
@@ -385,9 +390,13 @@ def _jax_attention(query, key, value, bias, is_causal, scale, dropout_p=0.0, see
 def _pallas_takes(query, key, value) -> bool:
     """Whether Pallas's flash attention runs this attention (lowering for it,
     and its kernels take these shapes)."""
+    return _pallas_lowering.get() and _pallas_takes_shapes(query, key, value)
+
+
+def _pallas_takes_shapes(query, key, value) -> bool:
     (_, heads, length, size), (_, key_heads, key_length, _) = query.shape, key.shape
-    return _pallas_lowering.get() and heads == key_heads and size == key.shape[-1] == value.shape[-1] <= 128 \
-        and length == key_length and length % 128 == 0
+    return heads == key_heads and size == key.shape[-1] == value.shape[-1] <= 128 and length == key_length \
+        and length % 128 == 0
 
 
 _pallas_interpret = False  # True: Pallas's kernels interpreted by XLA's own ops (tests on a CPU)
@@ -408,6 +417,35 @@ def _pallas_attention(q, k, v, is_causal, scale, differentiated=False):
     out, lse = (result, None) if differentiated else result
     # Its kernels keep the log-sum-exp in base 2 (they exponentiate by exp2).
     return heads_third(out), None if lse is None else lse * math.log(2.0)
+
+
+_PALLAS_BACKWARD_ARGUMENTS = ["sm_scale", "causal", "block_sizes", "backward_pass_impl", "num_warps", "num_stages",
+                              "grid", "interpret", "debug", "return_residuals", "res", "do"]
+
+
+def _pallas_backward_from_saved(grad_out, q, k, v, is_causal, scale, out, lse):
+    """The query's, key's and value's gradients by Pallas's backward kernels
+    from the forward's output and log-sum-exps (JAX's backward rule of its
+    attention, called as JAX calls it), without running the forward again;
+    None where this JAX's rule takes other arguments."""
+    import inspect
+
+    import jax.numpy as jnp
+    from jax.experimental.pallas.ops.gpu import attention as pallas
+
+    rule = getattr(pallas, "_mha_backward", None)
+    if rule is None or list(inspect.signature(rule).parameters) != _PALLAS_BACKWARD_ARGUMENTS:
+        log.info("Pallas's attention backward runs its forward again: this JAX's backward rule takes other arguments")
+        return None
+
+    def heads_third(x):
+        return jnp.swapaxes(x, 1, 2)
+
+    with _x64(False):
+        saved = (heads_third(q), heads_third(k), heads_third(v), None, heads_third(out), lse / math.log(2.0))
+        grads = rule(scale, is_causal, pallas.BlockSizes.get_default(), "triton", None, 2, None, _pallas_interpret,
+                     False, False, saved, heads_third(grad_out))
+    return tuple(heads_third(g) for g in grads[:3])
 
 
 def _x64(enabled: bool):
@@ -615,6 +653,13 @@ def _jax_attention_backward(grad_out, query, key, value, bias, is_causal, scale,
     import jax.numpy as jnp
 
     saved = None if out is None or lse is None else (out, lse)
+    pallas = bias is None and not dropout_p and _pallas_takes(query, key, value)
+    # cuDNN's first where it may take it (the derivative below), as in the forward.
+    cudnn = query.dtype in (jnp.bfloat16, jnp.float16) and _cudnn_lowering.get()
+    if pallas and saved is not None and not cudnn:
+        grads = _pallas_backward_from_saved(grad_out, query, key, value, is_causal, scale, *saved)
+        if grads is not None:
+            return (*grads, jnp.zeros((0,), jnp.float32))
 
     def output(q, k, v, b=bias):  # a mask's gradient is XLA's own attention's: cuDNN's is not asked of it
         return _jax_attention(q, k, v, b, is_causal, scale, dropout_p, seed, cudnn=not bias_needs_grad,
@@ -622,7 +667,6 @@ def _jax_attention_backward(grad_out, query, key, value, bias, is_causal, scale,
 
     # The mask is differentiated only where its gradient is asked for. Pallas's
     # kernels, forward and backward, are traced with 32-bit index arithmetic.
-    pallas = bias is None and not dropout_p and _pallas_takes(query, key, value)
     with _x64(False) if pallas else contextlib.nullcontext():
         _, vjp = jax.vjp(output, query, key, value, *([bias] if bias_needs_grad else []))
         grads = vjp(grad_out)

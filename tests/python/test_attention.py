@@ -512,19 +512,27 @@ def test_cudnn_backward_reads_the_forwards_output_and_log_sum_exps(monkeypatch, 
     assert jnp.isfinite(jnp.stack([jnp.abs(g.astype(jnp.float32)).max() for g in grads[:3]])).all()
 
 
-def test_the_forward_keeps_its_output_only_where_cudnns_backward_reads_it(monkeypatch):
+def test_the_forward_keeps_its_output_only_where_cudnns_or_pallass_backward_reads_it(monkeypatch):
     # Elsewhere the backward recomputes the weights, and a kept output would be memory for nothing.
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     monkeypatch.delenv("CUXLA_ATTENTION", raising=False)
     with FakeTensorMode():  # CUDA tensors without a GPU
-        cuda = torch.empty(2, 4, 16, 8, device="cuda", dtype=torch.bfloat16)
-        cases = {"cuda bfloat16": (cuda, 0.0, False), "with dropout": (cuda, 0.1, False),
-                 "a mask gradient": (cuda, 0.0, True), "cuda float32": (cuda.float(), 0.0, False),
-                 "cpu bfloat16": (torch.empty(2, 4, 16, 8, dtype=torch.bfloat16), 0.0, False)}
+        cuda = torch.empty(2, 4, 128, 8, device="cuda", dtype=torch.bfloat16)
+        mask = torch.empty(128, 128, device="cuda")
+        fewer_heads = torch.empty(2, 2, 128, 8, device="cuda")
+        cases = {"cuda bfloat16": (cuda, cuda, cuda, None, 0.0, False), "with dropout": (cuda, cuda, cuda, None, 0.1, False),
+                 "a mask gradient": (cuda, cuda, cuda, mask, 0.0, True),
+                 "cuda float32": (cuda.float(), cuda.float(), cuda.float(), None, 0.0, False),
+                 "cuda float32, a mask": (cuda.float(), cuda.float(), cuda.float(), mask, 0.0, False),
+                 "cuda float32, fewer key heads": (cuda.float(), fewer_heads, fewer_heads, None, 0.0, False),
+                 "cpu bfloat16": (*[torch.empty(2, 4, 128, 8, dtype=torch.bfloat16)] * 3, None, 0.0, False)}
     reads = {case: _attention._backward_reads_forward(*args) for case, args in cases.items()}
     assert reads == {"cuda bfloat16": True, "with dropout": False, "a mask gradient": False, "cuda float32": False,
-                     "cpu bfloat16": False}
+                     "cuda float32, a mask": False, "cuda float32, fewer key heads": False, "cpu bfloat16": False}
+    monkeypatch.setenv("CUXLA_ATTENTION", "pallas")  # float32 of a shape its kernels take, too
+    reads = {case: _attention._backward_reads_forward(*args) for case, args in cases.items()}
+    assert [case for case, read in reads.items() if read] == ["cuda bfloat16", "cuda float32"]
     monkeypatch.setenv("CUXLA_ATTENTION", "xla")
     assert not _attention._backward_reads_forward(*cases["cuda bfloat16"])
 
@@ -609,25 +617,28 @@ def test_compiled_bfloat16_attention_through_cudnn_matches_pytorch(monkeypatch, 
     assert report["xla_programs"] == report["graphs"] == 2 and report["xla_ops"] == report["aten_ops"], report
 
 
-def _pallas_attention_and_gradients(q, k, v, causal, pallas, mask=None):
+def _pallas_attention_and_gradients(q, k, v, causal, pallas, from_saved=False):
     """Attention's output, log-sum-exp and the query's, key's and value's
     gradients as cuxla lowers them for CUDA, run here on the CPU: with
-    `pallas`, Pallas's kernels interpreted by XLA's own ops."""
+    `pallas`, Pallas's kernels interpreted by XLA's own ops; `from_saved`:
+    the backward given the forward's output and log-sum-exps."""
     import jax
 
     token = _attention._pallas_lowering.set(pallas)
     try:
         def forward_and_backward(q, k, v, g):
-            out, lse = _attention._jax_attention(q, k, v, mask, causal, 0.125)
-            return out, lse, _attention._jax_attention_backward(g, q, k, v, mask, causal, 0.125)[:3]
+            out, lse = _attention._jax_attention(q, k, v, None, causal, 0.125)
+            saved = {"out": out, "lse": lse} if from_saved else {}
+            return out, lse, _attention._jax_attention_backward(g, q, k, v, None, causal, 0.125, **saved)[:3]
 
         return jax.jit(forward_and_backward)(q, k, v, q * 0.5 + 1.0)
     finally:
         _attention._pallas_lowering.reset(token)
 
 
+@pytest.mark.parametrize("from_saved", [False, True], ids=["forward again", "from the saved forward"])
 @pytest.mark.parametrize("causal", [True, False])
-def test_pallas_attention_matches_xlas_own(monkeypatch, causal):
+def test_pallas_attention_matches_xlas_own(monkeypatch, causal, from_saved):
     # Pallas's flash attention (Triton's kernels on a GPU) interpreted on the CPU: its output, float32
     # log-sum-exps and gradients in PyTorch's layout are XLA's own attention's.
     import jax
@@ -636,7 +647,7 @@ def test_pallas_attention_matches_xlas_own(monkeypatch, causal):
     monkeypatch.setattr(_attention, "_pallas_interpret", True)
     keys = jax.random.split(jax.random.PRNGKey(0), 3)
     q, k, v = (jax.random.normal(key, (1, 2, 128, 64), jax.numpy.float32) for key in keys)
-    got = _pallas_attention_and_gradients(q, k, v, causal, pallas=True)
+    got = _pallas_attention_and_gradients(q, k, v, causal, pallas=True, from_saved=from_saved)
     want = _pallas_attention_and_gradients(q, k, v, causal, pallas=False)
     for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
         assert g.shape == w.shape and g.dtype == w.dtype
@@ -644,7 +655,7 @@ def test_pallas_attention_matches_xlas_own(monkeypatch, causal):
 
 
 def _lowered_programs_calls(monkeypatch, setting, dtype, heads=8, key_heads=8, length=128, masked=False,
-                            causal=True):
+                            causal=True, from_saved=True):
     """The custom calls of attention's forward and backward lowered for CUDA under `CUXLA_ATTENTION=setting`."""
     import re
 
@@ -656,7 +667,8 @@ def _lowered_programs_calls(monkeypatch, setting, dtype, heads=8, key_heads=8, l
 
     def forward_and_backward(q, k, v, g, mask):
         out, lse = _attention._jax_attention(q, k, v, mask, causal, 0.125)
-        return out, _attention._jax_attention_backward(g, q, k, v, mask, causal, 0.125, out=out, lse=lse)
+        saved = {"out": out, "lse": lse} if from_saved else {}
+        return out, _attention._jax_attention_backward(g, q, k, v, mask, causal, 0.125, **saved)
 
     queries = jax.ShapeDtypeStruct((2, heads, length, 64), dtype)
     keys = jax.ShapeDtypeStruct((2, key_heads, length, 64), dtype)
@@ -673,9 +685,11 @@ def test_pallas_attention_is_lowered_for_float32_only_where_asked_and_it_takes_t
     import jax.numpy as jnp
 
     triton = "__gpu$xla.gpu.triton"
-    # The forward, and the backward's forward again, its preparation and its kernel.
-    assert _lowered_programs_calls(monkeypatch, "pallas", jnp.float32) == [triton] * 4
-    assert _lowered_programs_calls(monkeypatch, "pallas", jnp.float32, causal=False) == [triton] * 4
+    # The forward, and the backward's preparation and kernel from the forward's results (without them, the
+    # forward again first).
+    assert _lowered_programs_calls(monkeypatch, "pallas", jnp.float32) == [triton] * 3
+    assert _lowered_programs_calls(monkeypatch, "pallas", jnp.float32, causal=False) == [triton] * 3
+    assert _lowered_programs_calls(monkeypatch, "pallas", jnp.float32, from_saved=False) == [triton] * 4
     # Not asked for; cuDNN's first for 16-bit types; what its kernels do not take: XLA's own ops.
     assert _lowered_programs_calls(monkeypatch, "cudnn", jnp.float32) == []
     assert triton not in _lowered_programs_calls(monkeypatch, "pallas", jnp.bfloat16)
