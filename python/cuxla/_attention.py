@@ -605,17 +605,24 @@ def _cudnn_checks_from_torch():
 
 @contextlib.contextmanager
 def _pallas_device_from_torch():
-    """Pallas's lowering asks JAX for a GPU (its compute capability, for
-    Triton): answered from PyTorch's current CUDA device (one lowering at a
-    time), so that no JAX client is made; gives whether it could be."""
+    """Pallas's lowering asks JAX for the GPU it builds Triton's kernels for:
+    answered from PyTorch's current CUDA device, so that no JAX client is
+    made. JAX 0.11 reads the default device, which while lowering is cuxla's
+    stand-in (`_torchax`), kind and compute capability PyTorch's; JAX 0.10
+    asks `jax.local_devices`, answered here (one lowering at a time). Gives
+    whether Pallas's lowering could be answered."""
     try:
         from jax._src.pallas.triton import pallas_call_registration as registration
     except ImportError as missing:
-        registration, reason = None, one_line(missing)
-    else:
-        reason = "its lowering asks for a GPU where cuxla does not answer"
-    if registration is None or not hasattr(registration, "jax"):
-        log.info("attention runs as XLA's own ops where cuDNN does not take it: Pallas's flash attention: %s", reason)
+        log.info("attention runs as XLA's own ops where cuDNN does not take it: no Pallas: %s", one_line(missing))
+        yield False
+        return
+    if hasattr(registration, "gpu_info_lib"):
+        yield True
+        return
+    if not hasattr(registration, "jax"):
+        log.info("attention runs as XLA's own ops where cuDNN does not take it: this JAX's Pallas asks for its GPU "
+                 "where cuxla does not answer")
         yield False
         return
     import jax

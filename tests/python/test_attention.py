@@ -280,6 +280,7 @@ def a_hopper_gpu_with_cudnn(monkeypatch):
     monkeypatch.setattr(fused_attention_stablehlo, "check_cudnn_version", lambda: 91000)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H100 80GB HBM3")
 
     def no_jax_client(*args, **kwargs):
         raise AssertionError("lowering asked JAX for its GPU client")
@@ -376,6 +377,7 @@ def cudnn_kernels_run_by_xla(monkeypatch):
     monkeypatch.setattr(cudnn, "check_cudnn_version", lambda: 91000)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H100 80GB HBM3")
     calls = []
 
     def scores(query, key, bias, scale, mask_type):  # (B, T, N, H), (B, S, K, H) -> (B, N, T, S), float32
@@ -631,7 +633,10 @@ def _pallas_attention_and_gradients(q, k, v, causal, pallas, from_saved=False):
             saved = {"out": out, "lse": lse} if from_saved else {}
             return out, lse, _attention._jax_attention_backward(g, q, k, v, None, causal, 0.125, **saved)[:3]
 
-        return jax.jit(forward_and_backward)(q, k, v, q * 0.5 + 1.0)
+        # On JAX's CPU device in full float32 (a GPU machine's JAX would take its GPU, and TF32 there).
+        with jax.default_device(jax.devices("cpu")[0]), jax.default_matmul_precision("highest"):
+            return jax.jit(forward_and_backward)(*(jax.device_put(x, jax.devices("cpu")[0]) for x in (q, k, v)),
+                                                 jax.device_put(q * 0.5 + 1.0, jax.devices("cpu")[0]))
     finally:
         _attention._pallas_lowering.reset(token)
 
@@ -645,8 +650,10 @@ def test_pallas_attention_matches_xlas_own(monkeypatch, causal, from_saved):
     import numpy as np
 
     monkeypatch.setattr(_attention, "_pallas_interpret", True)
-    keys = jax.random.split(jax.random.PRNGKey(0), 3)
-    q, k, v = (jax.random.normal(key, (1, 2, 128, 64), jax.numpy.float32) for key in keys)
+    import numpy
+
+    generator = numpy.random.default_rng(0)
+    q, k, v = (generator.standard_normal((1, 2, 128, 64), numpy.float32) for _ in range(3))
     got = _pallas_attention_and_gradients(q, k, v, causal, pallas=True, from_saved=from_saved)
     want = _pallas_attention_and_gradients(q, k, v, causal, pallas=False)
     for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
@@ -683,6 +690,14 @@ def _lowered_programs_calls(monkeypatch, setting, dtype, heads=8, key_heads=8, l
 def test_pallas_attention_is_lowered_for_float32_only_where_asked_and_it_takes_the_attention(
         monkeypatch, a_hopper_gpu_with_cudnn):
     import jax.numpy as jnp
+
+    from cuxla import _torchax
+
+    # JAX 0.11's Pallas reads the GPU from the default device: while lowering, PyTorch's.
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H100 80GB HBM3")
+    device = _torchax._LoweringOnlyDevice("cuda")
+    assert (device.platform, device.device_kind, device.compute_capability) == ("cuda", "NVIDIA H100 80GB HBM3",
+                                                                                 "9.0")
 
     triton = "__gpu$xla.gpu.triton"
     # The forward, and the backward's preparation and kernel from the forward's results (without them, the
