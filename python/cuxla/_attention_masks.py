@@ -25,6 +25,7 @@ from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.utils._python_dispatch import _disable_current_modes
 
 from . import _attention
+from ._errors import one_line
 
 log = logging.getLogger("cuxla.dynamo")
 
@@ -73,12 +74,16 @@ def _kind(mask: torch.fx.Node) -> str | None:
     value = mask.meta.get("val")
     if makers is None or not isinstance(value, torch.Tensor) or value.numel() > _LARGEST_MASK or value.ndim < 2:
         return None
-    with unset_fake_temporarily(), _disable_current_modes():
-        computed: dict[torch.fx.Node, object] = {}
-        for node in makers:  # in the graph's order
-            args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), computed.__getitem__)
-            computed[node] = node.target(*args, **kwargs)
-        return _pattern(computed[mask])
+    try:
+        with unset_fake_temporarily(), _disable_current_modes():
+            computed: dict[torch.fx.Node, object] = {}
+            for node in makers:  # in the graph's order
+                args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), computed.__getitem__)
+                computed[node] = node.target(*args, **kwargs)
+            return _pattern(computed[mask])
+    except Exception as error:  # a mask that cannot be computed here stays as it is
+        log.info("an attention mask made from no input stays a mask: computing it failed: %s", one_line(error))
+        return None
 
 
 def _made_from_nothing(mask: torch.fx.Node) -> list[torch.fx.Node] | None:

@@ -103,3 +103,19 @@ def test_a_folded_masks_ops_leave_the_graph(monkeypatch):
         torch.compile(_Attention(kind), backend="cuxla")(x, padding).sum().backward()
         ops.append(cuxla.dynamo.report()["aten_ops"])
     assert ops[0] == ops[1], ops
+
+
+def test_a_mask_that_cannot_be_computed_at_compile_time_stays(monkeypatch):
+    # Computing the mask fails (here, every ATen call made outside the graph): it stays a mask, the graph in XLA.
+    from cuxla import _attention_masks
+
+    monkeypatch.setenv("CUXLA_CACHE_DIR", "")
+    monkeypatch.setattr(_attention_masks, "_pattern", lambda mask: 1 / 0)
+    lowered = _pairs_lowered(monkeypatch)
+    torch._dynamo.reset()
+    cuxla.dynamo.reset_report()
+    model, x = _Attention("boolean causal"), torch.randn(2, 8, 16)
+    torch.testing.assert_close(torch.compile(model, backend="cuxla")(x, torch.ones(2, 8, dtype=torch.bool)),
+                               model(x, torch.ones(2, 8, dtype=torch.bool)), rtol=1e-5, atol=1e-5)
+    report = cuxla.dynamo.report()
+    assert lowered == [(True, False)] * 2 and report["xla_ops"] == report["aten_ops"], (lowered, report)
