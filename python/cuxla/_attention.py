@@ -272,13 +272,14 @@ def _backward_reads_forward(query, key, value, bias, dropout_p, bias_needs_grad)
     """Whether cuDNN's or Pallas's backward may run this attention from its
     forward's output and log-sum-exps, which the forward then saves: on CUDA,
     no dropout, no mask gradient, and cuDNN's attention asked for, of float16
-    or bfloat16, or Pallas's, of a shape it takes. (Where JAX's checks refuse
-    the shape after all, they are saved unread.)"""
+    or bfloat16, or Pallas's, of a shape it takes (a mask may yet be made
+    `is_causal`, `_attention_masks`). (Where the shape or mask is refused
+    after all, they are saved unread.)"""
     if query.device.type != "cuda" or dropout_p or bias_needs_grad:
         return False
     chosen = implementation("cuda")
     cudnn = chosen in ("cudnn", "pallas") and query.dtype in (torch.float16, torch.bfloat16)
-    return cudnn or (chosen == "pallas" and bias is None and _pallas_takes_shapes(query, key, value))
+    return cudnn or (chosen == "pallas" and _pallas_takes_shapes(query, key, value))
 
 
 def _flash_cpu(query, key, value, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):

@@ -534,7 +534,7 @@ def test_the_forward_keeps_its_output_only_where_cudnns_or_pallass_backward_read
                      "cuda float32, a mask": False, "cuda float32, fewer key heads": False, "cpu bfloat16": False}
     monkeypatch.setenv("CUXLA_ATTENTION", "pallas")  # float32 of a shape its kernels take, too
     reads = {case: _attention._backward_reads_forward(*args) for case, args in cases.items()}
-    assert [case for case, read in reads.items() if read] == ["cuda bfloat16", "cuda float32"]
+    assert [case for case, read in reads.items() if read] == ["cuda bfloat16", "cuda float32", "cuda float32, a mask"]
     monkeypatch.setenv("CUXLA_ATTENTION", "xla")
     assert not _attention._backward_reads_forward(*cases["cuda bfloat16"])
 
@@ -719,9 +719,10 @@ def test_compiled_float32_attention_through_pallas_matches_pytorch(monkeypatch, 
         pytest.skip("Pallas's attention runs on a CUDA GPU")
     monkeypatch.setenv("CUXLA_ATTENTION", "pallas")
     monkeypatch.setenv("CUXLA_CACHE_DIR", "")  # lowered here, not taken from a cache
-    taken = []
-    pallas_attention = _attention._pallas_attention
-    monkeypatch.setattr(_attention, "_pallas_attention", lambda *args: taken.append(args) or pallas_attention(*args))
+    taken = []  # what lowered to Pallas's kernels
+    for name in ("_pallas_attention", "_pallas_backward_from_saved"):
+        monkeypatch.setattr(_attention, name, lambda *args, lowered=getattr(_attention, name), name=name:
+                            taken.append(name) or lowered(*args))
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 4, 256, 64, device="cuda") for _ in range(3))
     expected, expected_grads = _reference(q, k, v, None, causal)
@@ -734,7 +735,8 @@ def test_compiled_float32_attention_through_pallas_matches_pytorch(monkeypatch, 
     q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
     out = torch.compile(attention, backend="cuxla")(q, k, v)
     grads = torch.autograd.grad(out, (q, k, v), torch.ones_like(out))
-    assert len(taken) == 2, "Pallas's attention was not lowered for the forward and the backward"
+    # The forward, and the backward from its saved output and log-sum-exps.
+    assert taken == ["_pallas_attention", "_pallas_backward_from_saved"], taken
     torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
     for got, want in zip(grads, expected_grads):
         torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-3)
