@@ -720,9 +720,19 @@ def test_compiled_float32_attention_through_pallas_matches_pytorch(monkeypatch, 
     monkeypatch.setenv("CUXLA_ATTENTION", "pallas")
     monkeypatch.setenv("CUXLA_CACHE_DIR", "")  # lowered here, not taken from a cache
     taken = []  # what lowered to Pallas's kernels
+
+    def recorded(name):
+        lowering = getattr(_attention, name)
+
+        def lowered(*args):
+            result = lowering(*args)
+            if result is not None:  # None: not taken
+                taken.append(name)
+            return result
+        return lowered
+
     for name in ("_pallas_attention", "_pallas_backward_from_saved"):
-        monkeypatch.setattr(_attention, name, lambda *args, lowered=getattr(_attention, name), name=name:
-                            taken.append(name) or lowered(*args))
+        monkeypatch.setattr(_attention, name, recorded(name))
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 4, 256, 64, device="cuda") for _ in range(3))
     expected, expected_grads = _reference(q, k, v, None, causal)
