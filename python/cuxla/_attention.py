@@ -31,7 +31,10 @@ JAX's GPU client for the compute capability; while lowering they are
 answered from PyTorch's current CUDA device instead, so that no JAX client
 is made (lowering touches no device). cuDNN's backward reads the forward's
 output and log-sum-exps, which the forward then keeps (`_cudnn_forward_given`);
-XLA's own backward recomputes the weights from the inputs.
+XLA's own backward, in float32 or float64, reads them too
+(`_xla_backward_from_saved`: the weights made elementwise from the scores and
+log-sum-exps, no softmax again); in 16-bit types, or with dropout or a mask
+that needs its gradient, it differentiates the forward run again.
 "pallas" (opt-in, unmeasured as the default) is cuDNN's where cuDNN takes it,
 else, where it takes the attention, JAX's Pallas flash attention, Triton
 kernels that XLA's CUDA compiler builds: any float type (float32 among them,
@@ -269,17 +272,18 @@ def _backward(grad_out, query, key, value, bias, is_causal, scale, dropout_p, se
 
 
 def _backward_reads_forward(query, key, value, bias, dropout_p, bias_needs_grad) -> bool:
-    """Whether cuDNN's or Pallas's backward may run this attention from its
-    forward's output and log-sum-exps, which the forward then saves: on CUDA,
-    no dropout, no mask gradient, and cuDNN's attention asked for, of float16
-    or bfloat16, or Pallas's, of a shape it takes (a mask may yet be made
-    `is_causal`, `_attention_masks`). (Where the shape or mask is refused
-    after all, they are saved unread.)"""
-    if query.device.type != "cuda" or dropout_p or bias_needs_grad:
+    """Whether the backward may run this attention from its forward's output
+    and log-sum-exps, which the forward then saves: no dropout, no mask
+    gradient, and float32 or float64 (XLA's own backward and Pallas's read
+    them) or, on CUDA with cuDNN's attention asked for, float16 or bfloat16.
+    (Where cuDNN refuses the shape after all, they are saved unread.)"""
+    if dropout_p or bias_needs_grad:
         return False
+    if query.dtype in (torch.float32, torch.float64):  # XLA's own, and Pallas's, read them
+        return True
     chosen = implementation("cuda")
-    cudnn = chosen in ("cudnn", "pallas") and query.dtype in (torch.float16, torch.bfloat16)
-    return cudnn or (chosen == "pallas" and _pallas_takes_shapes(query, key, value))
+    return query.device.type == "cuda" and chosen in ("cudnn", "pallas") and \
+        query.dtype in (torch.float16, torch.bfloat16)
 
 
 def _flash_cpu(query, key, value, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):
@@ -391,13 +395,9 @@ def _jax_attention(query, key, value, bias, is_causal, scale, dropout_p=0.0, see
 def _pallas_takes(query, key, value) -> bool:
     """Whether Pallas's flash attention runs this attention (lowering for it,
     and its kernels take these shapes)."""
-    return _pallas_lowering.get() and _pallas_takes_shapes(query, key, value)
-
-
-def _pallas_takes_shapes(query, key, value) -> bool:
     (_, heads, length, size), (_, key_heads, key_length, _) = query.shape, key.shape
-    return heads == key_heads and size == key.shape[-1] == value.shape[-1] <= 128 and length == key_length \
-        and length % 128 == 0
+    return _pallas_lowering.get() and heads == key_heads and size == key.shape[-1] == value.shape[-1] <= 128 \
+        and length == key_length and length % 128 == 0
 
 
 _pallas_interpret = False  # True: Pallas's kernels interpreted by XLA's own ops (tests on a CPU)
@@ -664,8 +664,10 @@ def _jax_attention_backward(grad_out, query, key, value, bias, is_causal, scale,
     pallas = bias is None and not dropout_p and _pallas_takes(query, key, value)
     # cuDNN's first where it may take it (the derivative below), as in the forward.
     cudnn = query.dtype in (jnp.bfloat16, jnp.float16) and _cudnn_lowering.get()
-    if pallas and saved is not None and not cudnn:
-        grads = _pallas_backward_from_saved(grad_out, query, key, value, is_causal, scale, *saved)
+    if saved is not None and not cudnn and not dropout_p and not bias_needs_grad:
+        grads = _pallas_backward_from_saved(grad_out, query, key, value, is_causal, scale, *saved) if pallas else None
+        if grads is None and query.dtype in _FULL_LSE_DTYPES:
+            grads = _xla_backward_from_saved(grad_out, query, key, value, bias, is_causal, scale, *saved)
         if grads is not None:
             return (*grads, jnp.zeros((0,), jnp.float32))
 
@@ -679,6 +681,56 @@ def _jax_attention_backward(grad_out, query, key, value, bias, is_causal, scale,
         _, vjp = jax.vjp(output, query, key, value, *([bias] if bias_needs_grad else []))
         grads = vjp(grad_out)
     return grads if bias_needs_grad else (*grads, jnp.zeros((0,), jnp.float32))
+
+
+# XLA's own attention keeps its log-sum-exps in the inputs' dtype: exact enough
+# to make the weights from in these.
+_FULL_LSE_DTYPES = ("float32", "float64")
+
+
+def _xla_backward_from_saved(grad_out, q, k, v, bias, is_causal, scale, out, lse):
+    """XLA's own attention's gradients for the query, key and value from the
+    forward's output and log-sum-exps: the weights made elementwise from the
+    scores and log-sum-exps (no softmax again), and each row's sum of
+    dweights * weights as the row's dout . out (FlashAttention's backward,
+    written out), the scores masked as `jax.nn.dot_product_attention` masks
+    them, so that the weights are its forward's."""
+    import jax.numpy as jnp
+
+    groups = q.shape[1] // k.shape[1]
+    keys, values = (jnp.repeat(x, groups, axis=1) if groups > 1 else x for x in (k, v))
+    scores = jnp.einsum("bnth,bnsh->bnts", q, keys, preferred_element_type=jnp.float32) * scale
+    keep = None
+    if bias is not None:
+        bias = bias.reshape((1,) * (4 - bias.ndim) + bias.shape)
+        if bias.dtype == jnp.bool_:
+            keep = bias
+        else:
+            scores = scores + bias.astype(jnp.float32)
+    if is_causal:
+        causal = jnp.tril(jnp.ones(scores.shape[-2:], jnp.bool_))
+        keep = causal if keep is None else keep & causal
+    if keep is not None:
+        scores = jnp.where(keep, scores, jnp.asarray(-0.7 * jnp.finfo(jnp.float32).max, jnp.float32))
+    weights = jnp.exp(scores - lse.astype(jnp.float32)[..., None])
+    if keep is not None:  # a row with every score masked weighs its keys alike, as JAX's softmax of it does
+        weights = jnp.where(jnp.any(keep, axis=-1, keepdims=True), weights, 1.0 / scores.shape[-1])
+    grad_f = grad_out.astype(jnp.float32)
+    grad_values = jnp.einsum("bnts,bnth->bnsh", weights, grad_f)
+    grad_weights = jnp.einsum("bnth,bnsh->bnts", grad_f, values.astype(jnp.float32))
+    row_sums = jnp.sum(grad_f * out.astype(jnp.float32), axis=-1, keepdims=True)
+    grad_scores = weights * (grad_weights - row_sums) * scale
+    if keep is not None:  # a masked score is a constant: no gradient through it (a wholly masked row's too)
+        grad_scores = jnp.where(keep, grad_scores, 0.0)
+    grad_query = jnp.einsum("bnts,bnsh->bnth", grad_scores, keys.astype(jnp.float32))
+    grad_keys = jnp.einsum("bnts,bnth->bnsh", grad_scores, q.astype(jnp.float32))
+
+    def per_key_head(grad):  # the repeated heads' gradients summed into each key/value head
+        batch, heads, *rest = grad.shape
+        return grad.reshape(batch, heads // groups, groups, *rest).sum(axis=2) if groups > 1 else grad
+
+    return grad_query.astype(q.dtype), per_key_head(grad_keys).astype(k.dtype), \
+        per_key_head(grad_values).astype(v.dtype)
 
 
 LOWERINGS = {

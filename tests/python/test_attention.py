@@ -514,8 +514,9 @@ def test_cudnn_backward_reads_the_forwards_output_and_log_sum_exps(monkeypatch, 
     assert jnp.isfinite(jnp.stack([jnp.abs(g.astype(jnp.float32)).max() for g in grads[:3]])).all()
 
 
-def test_the_forward_keeps_its_output_only_where_cudnns_or_pallass_backward_reads_it(monkeypatch):
-    # Elsewhere the backward recomputes the weights, and a kept output would be memory for nothing.
+def test_the_forward_keeps_its_output_only_where_its_backward_reads_it(monkeypatch):
+    # XLA's own backward in float32 and Pallas's read it, cuDNN's in 16-bit types; with dropout or a mask's
+    # gradient the backward differentiates the forward run again, and a kept output would be memory for nothing.
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     monkeypatch.delenv("CUXLA_ATTENTION", raising=False)
@@ -528,15 +529,13 @@ def test_the_forward_keeps_its_output_only_where_cudnns_or_pallass_backward_read
                  "cuda float32": (cuda.float(), cuda.float(), cuda.float(), None, 0.0, False),
                  "cuda float32, a mask": (cuda.float(), cuda.float(), cuda.float(), mask, 0.0, False),
                  "cuda float32, fewer key heads": (cuda.float(), fewer_heads, fewer_heads, None, 0.0, False),
-                 "cpu bfloat16": (*[torch.empty(2, 4, 128, 8, dtype=torch.bfloat16)] * 3, None, 0.0, False)}
-    reads = {case: _attention._backward_reads_forward(*args) for case, args in cases.items()}
-    assert reads == {"cuda bfloat16": True, "with dropout": False, "a mask gradient": False, "cuda float32": False,
-                     "cuda float32, a mask": False, "cuda float32, fewer key heads": False, "cpu bfloat16": False}
-    monkeypatch.setenv("CUXLA_ATTENTION", "pallas")  # float32 of a shape its kernels take, too
-    reads = {case: _attention._backward_reads_forward(*args) for case, args in cases.items()}
-    assert [case for case, read in reads.items() if read] == ["cuda bfloat16", "cuda float32", "cuda float32, a mask"]
-    monkeypatch.setenv("CUXLA_ATTENTION", "xla")
-    assert not _attention._backward_reads_forward(*cases["cuda bfloat16"])
+                 "cpu bfloat16": (*[torch.empty(2, 4, 128, 8, dtype=torch.bfloat16)] * 3, None, 0.0, False),
+                 "cpu float32": (*[torch.empty(2, 4, 128, 8)] * 3, None, 0.0, False),
+                 "cpu float32 with dropout": (*[torch.empty(2, 4, 128, 8)] * 3, None, 0.1, False)}
+    read = ["cuda bfloat16", "cuda float32", "cuda float32, a mask", "cuda float32, fewer key heads", "cpu float32"]
+    for setting, reads in (("cudnn", read), ("pallas", read), ("xla", read[1:])):
+        monkeypatch.setenv("CUXLA_ATTENTION", setting)
+        assert [case for case, args in cases.items() if _attention._backward_reads_forward(*args)] == reads, setting
 
 
 def test_an_additive_mask_is_xlas_own_where_jax_cannot_take_it_without_its_gradient(monkeypatch,
@@ -752,3 +751,44 @@ def test_compiled_float32_attention_through_pallas_matches_pytorch(monkeypatch, 
         torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-3)
     report = cuxla.dynamo.report()
     assert report["xla_programs"] == report["graphs"] == 2 and report["xla_ops"] == report["aten_ops"], report
+
+
+@pytest.mark.parametrize("case", ["causal", "boolean mask, a query seeing no key", "additive mask", "grouped queries"])
+def test_xlas_own_backward_from_the_saved_forward_matches_its_derivative(case):
+    # The weights made from the saved log-sum-exps, each row's sum from dout . out: the gradients of
+    # differentiating the forward again, and no softmax (no maximum) in the backward's program.
+    import jax
+    import numpy
+
+    generator = numpy.random.default_rng(0)
+    heads, key_heads = (8, 2) if case == "grouped queries" else (4, 4)
+    q, g = (generator.standard_normal((2, heads, 16, 8), numpy.float32) for _ in range(2))
+    k, v = (generator.standard_normal((2, key_heads, 16, 8), numpy.float32) for _ in range(2))
+    mask, causal = None, case in ("causal", "grouped queries")
+    if case.startswith("boolean"):
+        mask = generator.random((2, 1, 16, 16)) > 0.4
+        mask[0, 0, 3] = False
+    elif case == "additive mask":
+        mask = generator.standard_normal((16, 16), numpy.float32)
+
+    def backward(q, k, v, g, saved):
+        out, lse = _attention._jax_attention(q, k, v, mask, causal, 0.3)
+        given = {"out": out, "lse": lse} if saved else {}
+        return _attention._jax_attention_backward(g, q, k, v, mask, causal, 0.3, **given)[:3]
+
+    with jax.default_device(jax.devices("cpu")[0]), jax.default_matmul_precision("highest"):
+        from_saved = jax.jit(lambda *a: backward(*a, True))(q, k, v, g)
+        again = jax.jit(lambda *a: backward(*a, False))(q, k, v, g)
+        for got, want in zip(from_saved, again):
+            numpy.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+        out, lse = jax.jit(lambda q, k, v: _attention._jax_attention(q, k, v, mask, causal, 0.3))(q, k, v)
+
+        def backward_alone(q, k, v, g, out, lse):
+            return _attention._jax_attention_backward(g, q, k, v, mask, causal, 0.3, out=out, lse=lse)[:3]
+
+        def backward_again(q, k, v, g):
+            return _attention._jax_attention_backward(g, q, k, v, mask, causal, 0.3)[:3]
+
+        # A softmax takes each row's maximum; the backward from the saved forward takes none.
+        assert "stablehlo.maximum" not in jax.jit(backward_alone).lower(q, k, v, g, out, lse).as_text()
+        assert "stablehlo.maximum" in jax.jit(backward_again).lower(q, k, v, g).as_text()
