@@ -31,7 +31,7 @@ JAX's GPU client for the compute capability; while lowering they are
 answered from PyTorch's current CUDA device instead, so that no JAX client
 is made (lowering touches no device). cuDNN's backward reads the forward's
 output and log-sum-exps, which the forward then keeps (`_cudnn_forward_given`);
-XLA's own backward, in float32 or float64, reads them too
+XLA's own backward, in float32 or float64, reads the log-sum-exps
 (`_xla_backward_from_saved`: the weights made elementwise from the scores and
 log-sum-exps, no softmax again); in 16-bit types, or with dropout or a mask
 that needs its gradient, it differentiates the forward run again.
@@ -197,8 +197,9 @@ def _(grad_out, query, key, value, bias, is_causal, scale, dropout_p=0.0, seed=N
 def _attention_saved(ctx, inputs, output):
     query, key, value, bias, is_causal, scale, dropout_p, seed = inputs
     ctx.bias_needs_grad = bias is not None and ctx.needs_input_grad[3]
-    read = _backward_reads_forward(query, key, value, bias, dropout_p, ctx.bias_needs_grad)
-    ctx.save_for_backward(query, key, value, bias, seed, *(output if read else (None, None)))
+    reads = _forward_results_read(query, key, value, bias, dropout_p, ctx.bias_needs_grad)
+    ctx.save_for_backward(query, key, value, bias, seed, *(result if read else None
+                                                           for result, read in zip(output, reads)))
     ctx.is_causal, ctx.scale, ctx.dropout_p = is_causal, scale, dropout_p
 
 
@@ -264,26 +265,28 @@ def _forward(query, key, value, bias, is_causal, scale, dropout_p):
 def _backward(grad_out, query, key, value, bias, is_causal, scale, dropout_p, seed, out, lse,
               bias_needs_grad=False):
     """The gradients of query, key and value (and of the mask, if it needs one)."""
-    if not _backward_reads_forward(query, key, value, bias, dropout_p, bias_needs_grad):
-        out = lse = None  # kept alive for nothing otherwise
+    reads_out, reads_lse = _forward_results_read(query, key, value, bias, dropout_p, bias_needs_grad)
+    out, lse = out if reads_out else None, lse if reads_lse else None  # kept alive for nothing otherwise
     grads = attention_backward(grad_out, query, key, value, bias, is_causal, _scale(query, scale), dropout_p,
                                seed if dropout_p else None, bias_needs_grad, out, lse)
     return grads if bias_needs_grad else grads[:3]
 
 
-def _backward_reads_forward(query, key, value, bias, dropout_p, bias_needs_grad) -> bool:
-    """Whether the backward may run this attention from its forward's output
-    and log-sum-exps, which the forward then saves: no dropout, no mask
-    gradient, and float32 or float64 (XLA's own backward and Pallas's read
-    them) or, on CUDA with cuDNN's attention asked for, float16 or bfloat16.
-    (Where cuDNN refuses the shape after all, they are saved unread.)"""
+def _forward_results_read(query, key, value, bias, dropout_p, bias_needs_grad) -> tuple[bool, bool]:
+    """Whether the backward may read this attention's forward's output, and
+    its log-sum-exps, which the forward then saves: none with dropout or a
+    mask gradient; both for cuDNN's (float16 or bfloat16 on CUDA, asked for)
+    and Pallas's (float32 of a shape it takes, asked for) backward; the
+    log-sum-exps alone for XLA's own in float32 or float64. (Where cuDNN or
+    Pallas refuse after all, the output is saved unread.)"""
     if dropout_p or bias_needs_grad:
-        return False
-    if query.dtype in (torch.float32, torch.float64):  # XLA's own, and Pallas's, read them
-        return True
-    chosen = implementation("cuda")
-    return query.device.type == "cuda" and chosen in ("cudnn", "pallas") and \
-        query.dtype in (torch.float16, torch.bfloat16)
+        return False, False
+    chosen = implementation("cuda") if query.device.type == "cuda" else "xla"
+    if chosen != "xla" and query.dtype in (torch.float16, torch.bfloat16):
+        return True, True
+    if query.dtype in (torch.float32, torch.float64):
+        return chosen == "pallas" and _pallas_takes_shapes(query, key, value), True
+    return False, False
 
 
 def _flash_cpu(query, key, value, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):
@@ -395,9 +398,13 @@ def _jax_attention(query, key, value, bias, is_causal, scale, dropout_p=0.0, see
 def _pallas_takes(query, key, value) -> bool:
     """Whether Pallas's flash attention runs this attention (lowering for it,
     and its kernels take these shapes)."""
+    return _pallas_lowering.get() and _pallas_takes_shapes(query, key, value)
+
+
+def _pallas_takes_shapes(query, key, value) -> bool:
     (_, heads, length, size), (_, key_heads, key_length, _) = query.shape, key.shape
-    return _pallas_lowering.get() and heads == key_heads and size == key.shape[-1] == value.shape[-1] <= 128 \
-        and length == key_length and length % 128 == 0
+    return heads == key_heads and size == key.shape[-1] == value.shape[-1] <= 128 and length == key_length \
+        and length % 128 == 0
 
 
 _pallas_interpret = False  # True: Pallas's kernels interpreted by XLA's own ops (tests on a CPU)
@@ -664,10 +671,12 @@ def _jax_attention_backward(grad_out, query, key, value, bias, is_causal, scale,
     pallas = bias is None and not dropout_p and _pallas_takes(query, key, value)
     # cuDNN's first where it may take it (the derivative below), as in the forward.
     cudnn = query.dtype in (jnp.bfloat16, jnp.float16) and _cudnn_lowering.get()
-    if saved is not None and not cudnn and not dropout_p and not bias_needs_grad:
-        grads = _pallas_backward_from_saved(grad_out, query, key, value, is_causal, scale, *saved) if pallas else None
+    if lse is not None and not cudnn and not dropout_p and not bias_needs_grad:
+        grads = None
+        if pallas and saved is not None:
+            grads = _pallas_backward_from_saved(grad_out, query, key, value, is_causal, scale, *saved)
         if grads is None and query.dtype in _FULL_LSE_DTYPES:
-            grads = _xla_backward_from_saved(grad_out, query, key, value, bias, is_causal, scale, *saved)
+            grads = _xla_backward_from_saved(grad_out, query, key, value, bias, is_causal, scale, lse)
         if grads is not None:
             return (*grads, jnp.zeros((0,), jnp.float32))
 
@@ -688,13 +697,12 @@ def _jax_attention_backward(grad_out, query, key, value, bias, is_causal, scale,
 _FULL_LSE_DTYPES = ("float32", "float64")
 
 
-def _xla_backward_from_saved(grad_out, q, k, v, bias, is_causal, scale, out, lse):
+def _xla_backward_from_saved(grad_out, q, k, v, bias, is_causal, scale, lse):
     """XLA's own attention's gradients for the query, key and value from the
-    forward's output and log-sum-exps: the weights made elementwise from the
-    scores and log-sum-exps (no softmax again), and each row's sum of
-    dweights * weights as the row's dout . out (FlashAttention's backward,
-    written out), the scores masked as `jax.nn.dot_product_attention` masks
-    them, so that the weights are its forward's."""
+    forward's log-sum-exps: the weights made elementwise from the scores and
+    log-sum-exps (no softmax, no row maximum, again), the scores masked as
+    `jax.nn.dot_product_attention` masks them, so that the weights are its
+    forward's."""
     import jax.numpy as jnp
 
     groups = q.shape[1] // k.shape[1]
@@ -718,7 +726,7 @@ def _xla_backward_from_saved(grad_out, q, k, v, bias, is_causal, scale, out, lse
     grad_f = grad_out.astype(jnp.float32)
     grad_values = jnp.einsum("bnts,bnth->bnsh", weights, grad_f)
     grad_weights = jnp.einsum("bnth,bnsh->bnts", grad_f, values.astype(jnp.float32))
-    row_sums = jnp.sum(grad_f * out.astype(jnp.float32), axis=-1, keepdims=True)
+    row_sums = jnp.sum(grad_weights * weights, axis=-1, keepdims=True)
     grad_scores = weights * (grad_weights - row_sums) * scale
     if keep is not None:  # a masked score is a constant: no gradient through it (a wholly masked row's too)
         grad_scores = jnp.where(keep, grad_scores, 0.0)

@@ -514,9 +514,10 @@ def test_cudnn_backward_reads_the_forwards_output_and_log_sum_exps(monkeypatch, 
     assert jnp.isfinite(jnp.stack([jnp.abs(g.astype(jnp.float32)).max() for g in grads[:3]])).all()
 
 
-def test_the_forward_keeps_its_output_only_where_its_backward_reads_it(monkeypatch):
-    # XLA's own backward in float32 and Pallas's read it, cuDNN's in 16-bit types; with dropout or a mask's
-    # gradient the backward differentiates the forward run again, and a kept output would be memory for nothing.
+def test_the_forward_keeps_what_its_backward_reads(monkeypatch):
+    # cuDNN's backward (16-bit types) and Pallas's read the forward's output and log-sum-exps, XLA's own in
+    # float32 its log-sum-exps alone; with dropout or a mask's gradient the backward differentiates the forward
+    # run again: a kept result would be memory for nothing.
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     monkeypatch.delenv("CUXLA_ATTENTION", raising=False)
@@ -532,10 +533,13 @@ def test_the_forward_keeps_its_output_only_where_its_backward_reads_it(monkeypat
                  "cpu bfloat16": (*[torch.empty(2, 4, 128, 8, dtype=torch.bfloat16)] * 3, None, 0.0, False),
                  "cpu float32": (*[torch.empty(2, 4, 128, 8)] * 3, None, 0.0, False),
                  "cpu float32 with dropout": (*[torch.empty(2, 4, 128, 8)] * 3, None, 0.1, False)}
-    read = ["cuda bfloat16", "cuda float32", "cuda float32, a mask", "cuda float32, fewer key heads", "cpu float32"]
-    for setting, reads in (("cudnn", read), ("pallas", read), ("xla", read[1:])):
+    both, lse, none = (True, True), (False, True), (False, False)
+    expected = {"cudnn": [both, none, none, lse, lse, lse, none, lse, none],
+                "pallas": [both, none, none, both, both, lse, none, lse, none],
+                "xla": [none, none, none, lse, lse, lse, none, lse, none]}
+    for setting, reads in expected.items():
         monkeypatch.setenv("CUXLA_ATTENTION", setting)
-        assert [case for case, args in cases.items() if _attention._backward_reads_forward(*args)] == reads, setting
+        assert [_attention._forward_results_read(*args) for args in cases.values()] == reads, setting
 
 
 def test_an_additive_mask_is_xlas_own_where_jax_cannot_take_it_without_its_gradient(monkeypatch,
