@@ -705,33 +705,34 @@ def _xla_backward_from_saved(grad_out, q, k, v, bias, is_causal, scale, lse):
     forward's."""
     import jax.numpy as jnp
 
+    exact = jnp.promote_types(q.dtype, jnp.float32)  # the scores' dtype, as JAX's forward has them
     groups = q.shape[1] // k.shape[1]
     keys, values = (jnp.repeat(x, groups, axis=1) if groups > 1 else x for x in (k, v))
-    scores = jnp.einsum("bnth,bnsh->bnts", q, keys, preferred_element_type=jnp.float32) * scale
+    scores = jnp.einsum("bnth,bnsh->bnts", q, keys, preferred_element_type=exact) * scale
     keep = None
     if bias is not None:
         bias = bias.reshape((1,) * (4 - bias.ndim) + bias.shape)
         if bias.dtype == jnp.bool_:
             keep = bias
         else:
-            scores = scores + bias.astype(jnp.float32)
+            scores = scores + bias.astype(exact)
     if is_causal:
         causal = jnp.tril(jnp.ones(scores.shape[-2:], jnp.bool_))
         keep = causal if keep is None else keep & causal
     if keep is not None:
-        scores = jnp.where(keep, scores, jnp.asarray(-0.7 * jnp.finfo(jnp.float32).max, jnp.float32))
-    weights = jnp.exp(scores - lse.astype(jnp.float32)[..., None])
+        scores = jnp.where(keep, scores, jnp.asarray(-0.7 * jnp.finfo(jnp.float32).max, exact))
+    weights = jnp.exp(scores - lse.astype(exact)[..., None])
     if keep is not None:  # a row with every score masked weighs its keys alike, as JAX's softmax of it does
         weights = jnp.where(jnp.any(keep, axis=-1, keepdims=True), weights, 1.0 / scores.shape[-1])
-    grad_f = grad_out.astype(jnp.float32)
+    grad_f = grad_out.astype(exact)
     grad_values = jnp.einsum("bnts,bnth->bnsh", weights, grad_f)
-    grad_weights = jnp.einsum("bnth,bnsh->bnts", grad_f, values.astype(jnp.float32))
+    grad_weights = jnp.einsum("bnth,bnsh->bnts", grad_f, values.astype(exact))
     row_sums = jnp.sum(grad_weights * weights, axis=-1, keepdims=True)
     grad_scores = weights * (grad_weights - row_sums) * scale
     if keep is not None:  # a masked score is a constant: no gradient through it (a wholly masked row's too)
         grad_scores = jnp.where(keep, grad_scores, 0.0)
-    grad_query = jnp.einsum("bnts,bnsh->bnth", grad_scores, keys.astype(jnp.float32))
-    grad_keys = jnp.einsum("bnts,bnth->bnsh", grad_scores, q.astype(jnp.float32))
+    grad_query = jnp.einsum("bnts,bnsh->bnth", grad_scores, keys.astype(exact))
+    grad_keys = jnp.einsum("bnts,bnth->bnsh", grad_scores, q.astype(exact))
 
     def per_key_head(grad):  # the repeated heads' gradients summed into each key/value head
         batch, heads, *rest = grad.shape
