@@ -88,9 +88,10 @@ def _repeat_heads(x, heads):
 
 
 def _sum_groups(grad, kv_heads):
-    """The gradient of `_repeat_heads`: each key/value head's groups summed."""
+    """The gradient of `_repeat_heads` (or of `jnp.repeat` over heads): each
+    key/value head's groups summed; for PyTorch tensors and JAX arrays alike."""
     batch, heads, *rest = grad.shape
-    return grad.reshape(batch, kv_heads, heads // kv_heads, *rest).sum(dim=2)
+    return grad.reshape(batch, kv_heads, heads // kv_heads, *rest).sum(2)
 
 
 def _scores(query, key, bias, is_causal, scale):
@@ -360,6 +361,14 @@ DECOMPOSITIONS = {
 """ATen attention kernel -> its rewrite to the pair, for AOTAutograd's decomposition table."""
 
 
+def _sequence_second(x):
+    """(B, N, T, H) <-> (B, T, N, H) of a JAX array: PyTorch's layout and the
+    one jax.nn's and Pallas's attention take."""
+    import jax.numpy as jnp
+
+    return jnp.swapaxes(x, 1, 2)
+
+
 def _jax_attention(query, key, value, bias, is_causal, scale, dropout_p=0.0, seed=None, cudnn=True, saved=None,
                    differentiated=False):
     """Attention's (output, log-sum-exp); `cudnn`: cuDNN's where lowering for
@@ -369,9 +378,6 @@ def _jax_attention(query, key, value, bias, is_causal, scale, dropout_p=0.0, see
     no log-sum-exp (None)."""
     import jax
     import jax.numpy as jnp
-
-    def heads_second(x):  # (B, N, T, H) <-> (B, T, N, H), PyTorch's and jax.nn's layouts
-        return jnp.swapaxes(x, 1, 2)
 
     if bias is not None:
         bias = bias.reshape((1,) * (4 - bias.ndim) + bias.shape)
@@ -390,9 +396,9 @@ def _jax_attention(query, key, value, bias, is_causal, scale, dropout_p=0.0, see
             return out_lse
     if bias is None and mask is None and _pallas_takes(query, key, value):
         return _pallas_attention(query, key, value, is_causal, scale, differentiated)
-    out, lse = jax.nn.dot_product_attention(heads_second(query), heads_second(key), heads_second(value), bias=bias,
+    out, lse = jax.nn.dot_product_attention(*map(_sequence_second, (query, key, value)), bias=bias,
                                             mask=mask, scale=scale, is_causal=is_causal, return_residual=True)
-    return heads_second(out), heads_second(lse).astype(jnp.float32)
+    return _sequence_second(out), _sequence_second(lse).astype(jnp.float32)
 
 
 def _pallas_takes(query, key, value) -> bool:
@@ -413,18 +419,14 @@ _pallas_interpret = False  # True: Pallas's kernels interpreted by XLA's own ops
 def _pallas_attention(q, k, v, is_causal, scale, differentiated=False):
     """JAX's Pallas flash attention on (B, N, T, H) arrays: (output, log-sum-exp
     (B, N, T) float32, or None if `differentiated`)."""
-    import jax.numpy as jnp
     from jax.experimental.pallas.ops.gpu import attention as pallas
 
-    def heads_third(x):  # PyTorch's (B, N, T, H) <-> Pallas's (B, T, N, H)
-        return jnp.swapaxes(x, 1, 2)
-
     with _x64(False):  # its kernels' index arithmetic is 32-bit
-        result = pallas.mha(heads_third(q), heads_third(k), heads_third(v), None, sm_scale=scale, causal=is_causal,
+        result = pallas.mha(*map(_sequence_second, (q, k, v)), None, sm_scale=scale, causal=is_causal,
                             return_residuals=not differentiated, interpret=_pallas_interpret)
     out, lse = (result, None) if differentiated else result
     # Its kernels keep the log-sum-exp in base 2 (they exponentiate by exp2).
-    return heads_third(out), None if lse is None else lse * math.log(2.0)
+    return _sequence_second(out), None if lse is None else lse * math.log(2.0)
 
 
 _PALLAS_BACKWARD_ARGUMENTS = ["sm_scale", "causal", "block_sizes", "backward_pass_impl", "num_warps", "num_stages",
@@ -438,7 +440,6 @@ def _pallas_backward_from_saved(grad_out, q, k, v, is_causal, scale, out, lse):
     None where this JAX's rule takes other arguments."""
     import inspect
 
-    import jax.numpy as jnp
     from jax.experimental.pallas.ops.gpu import attention as pallas
 
     rule = getattr(pallas, "_mha_backward", None)
@@ -446,14 +447,11 @@ def _pallas_backward_from_saved(grad_out, q, k, v, is_causal, scale, out, lse):
         log.info("Pallas's attention backward runs its forward again: this JAX's backward rule takes other arguments")
         return None
 
-    def heads_third(x):
-        return jnp.swapaxes(x, 1, 2)
-
     with _x64(False):
-        saved = (heads_third(q), heads_third(k), heads_third(v), None, heads_third(out), lse / math.log(2.0))
+        saved = (*map(_sequence_second, (q, k, v)), None, _sequence_second(out), lse / math.log(2.0))
         grads = rule(scale, is_causal, pallas.BlockSizes.get_default(), "triton", None, 2, None, _pallas_interpret,
-                     False, False, saved, heads_third(grad_out))
-    return tuple(heads_third(g) for g in grads[:3])
+                     False, False, saved, _sequence_second(grad_out))
+    return tuple(_sequence_second(g) for g in grads[:3])
 
 
 def _x64(enabled: bool):
@@ -734,12 +732,8 @@ def _xla_backward_from_saved(grad_out, q, k, v, bias, is_causal, scale, lse):
     grad_query = jnp.einsum("bnts,bnsh->bnth", grad_scores, keys.astype(exact))
     grad_keys = jnp.einsum("bnts,bnth->bnsh", grad_scores, q.astype(exact))
 
-    def per_key_head(grad):  # the repeated heads' gradients summed into each key/value head
-        batch, heads, *rest = grad.shape
-        return grad.reshape(batch, heads // groups, groups, *rest).sum(axis=2) if groups > 1 else grad
-
-    return grad_query.astype(q.dtype), per_key_head(grad_keys).astype(k.dtype), \
-        per_key_head(grad_values).astype(v.dtype)
+    return grad_query.astype(q.dtype), _sum_groups(grad_keys, k.shape[1]).astype(k.dtype), \
+        _sum_groups(grad_values, v.shape[1]).astype(v.dtype)
 
 
 LOWERINGS = {
