@@ -7,9 +7,8 @@ it in the compiled graphs.
 PyTorch picks its kernel by device, dtype and mask, and each kernel has its
 own outputs (padded log-sum-exps, sequence offsets, RNG state) that only its
 own backward reads. Rewriting forward and backward to one pair keeps the graph
-the same on every device: XLA runs the pair as one fused attention
-(`jax.nn.dot_product_attention`; the backward is its derivative), and eager
-PyTorch runs it by the math of attention where a graph falls back.
+the same on every device: XLA runs the pair as one fused attention (below),
+and eager PyTorch runs it by the math of attention where a graph falls back.
 
 Dropout: the forward draws a seed (a random op, so XLA draws it where the
 graph runs in XLA) and both halves make their dropout mask from it, so the
@@ -35,14 +34,11 @@ XLA's own backward, in float32 or float64, reads the log-sum-exps
 (`_xla_backward_from_saved`: the weights made elementwise from the scores and
 log-sum-exps, no softmax again); in 16-bit types, or with dropout or a mask
 that needs its gradient, it differentiates the forward run again.
-"pallas" (opt-in, unmeasured as the default) is cuDNN's where cuDNN takes it,
-else, where it takes the attention, JAX's Pallas flash attention, Triton
-kernels that XLA's CUDA compiler builds: any float type (float32 among them,
-which cuDNN does not take), causal or not, no mask, no dropout, as many key
-as query heads, queries and keys of one length in whole 128-position blocks,
-heads of at most 128; it never writes the scores out, and its backward reads
-the forward's output and log-sum-exps (through JAX's own backward rule of it,
-`_mha_backward`; a JAX whose rule takes other arguments runs the forward again).
+XLA's own attention is `jax.nn.dot_product_attention`, except causal
+attention without a mask in float32 or float64 over at least 512 positions:
+that is computed a block of queries at a time, forward and backward, each
+block against the keys up to its last query (`_query_blocks`), so that most
+of the scores above the diagonal are neither computed nor written.
 
 Tensors are (batch, heads, sequence, head size) as in PyTorch; the key and
 value may have fewer heads than the query (grouped-query attention). A
@@ -66,7 +62,7 @@ from ._errors import one_line
 aten = torch.ops.aten
 log = logging.getLogger("cuxla.dynamo")
 
-_IMPLEMENTATIONS = ("xla", "cudnn", "pallas")
+_IMPLEMENTATIONS = ("xla", "cudnn")
 
 
 def implementation(platform: str) -> str:
@@ -198,7 +194,7 @@ def _(grad_out, query, key, value, bias, is_causal, scale, dropout_p=0.0, seed=N
 def _attention_saved(ctx, inputs, output):
     query, key, value, bias, is_causal, scale, dropout_p, seed = inputs
     ctx.bias_needs_grad = bias is not None and ctx.needs_input_grad[3]
-    reads = _forward_results_read(query, key, value, bias, dropout_p, ctx.bias_needs_grad)
+    reads = _forward_results_read(query, dropout_p, ctx.bias_needs_grad)
     ctx.save_for_backward(query, key, value, bias, seed, *(result if read else None
                                                            for result, read in zip(output, reads)))
     ctx.is_causal, ctx.scale, ctx.dropout_p = is_causal, scale, dropout_p
@@ -266,28 +262,25 @@ def _forward(query, key, value, bias, is_causal, scale, dropout_p):
 def _backward(grad_out, query, key, value, bias, is_causal, scale, dropout_p, seed, out, lse,
               bias_needs_grad=False):
     """The gradients of query, key and value (and of the mask, if it needs one)."""
-    reads_out, reads_lse = _forward_results_read(query, key, value, bias, dropout_p, bias_needs_grad)
+    reads_out, reads_lse = _forward_results_read(query, dropout_p, bias_needs_grad)
     out, lse = out if reads_out else None, lse if reads_lse else None  # kept alive for nothing otherwise
     grads = attention_backward(grad_out, query, key, value, bias, is_causal, _scale(query, scale), dropout_p,
                                seed if dropout_p else None, bias_needs_grad, out, lse)
     return grads if bias_needs_grad else grads[:3]
 
 
-def _forward_results_read(query, key, value, bias, dropout_p, bias_needs_grad) -> tuple[bool, bool]:
+def _forward_results_read(query, dropout_p, bias_needs_grad) -> tuple[bool, bool]:
     """Whether the backward may read this attention's forward's output, and
     its log-sum-exps, which the forward then saves: none with dropout or a
     mask gradient; both for cuDNN's (float16 or bfloat16 on CUDA, asked for)
-    and Pallas's (float32 of a shape it takes, asked for) backward; the
-    log-sum-exps alone for XLA's own in float32 or float64. (Where cuDNN or
-    Pallas refuse after all, the output is saved unread.)"""
+    backward; the log-sum-exps alone for XLA's own in float32 or float64.
+    (Where cuDNN refuses after all, the output is saved unread.)"""
     if dropout_p or bias_needs_grad:
         return False, False
     chosen = implementation("cuda") if query.device.type == "cuda" else "xla"
     if chosen != "xla" and query.dtype in (torch.float16, torch.bfloat16):
         return True, True
-    if query.dtype in (torch.float32, torch.float64):
-        return chosen == "pallas" and _pallas_takes_shapes(query, key, value), True
-    return False, False
+    return False, query.dtype in (torch.float32, torch.float64)
 
 
 def _flash_cpu(query, key, value, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):
@@ -363,19 +356,16 @@ DECOMPOSITIONS = {
 
 def _sequence_second(x):
     """(B, N, T, H) <-> (B, T, N, H) of a JAX array: PyTorch's layout and the
-    one jax.nn's and Pallas's attention take."""
+    one jax.nn's attention takes."""
     import jax.numpy as jnp
 
     return jnp.swapaxes(x, 1, 2)
 
 
-def _jax_attention(query, key, value, bias, is_causal, scale, dropout_p=0.0, seed=None, cudnn=True, saved=None,
-                   differentiated=False):
+def _jax_attention(query, key, value, bias, is_causal, scale, dropout_p=0.0, seed=None, cudnn=True, saved=None):
     """Attention's (output, log-sum-exp); `cudnn`: cuDNN's where lowering for
     it and it takes this; `saved`: (output, log-sum-exp) this gave before,
-    which cuDNN's path takes as its forward's results (not run again);
-    `differentiated`: under JAX's derivative, where Pallas's attention gives
-    no log-sum-exp (None)."""
+    which cuDNN's path takes as its forward's results (not run again)."""
     import jax
     import jax.numpy as jnp
 
@@ -394,72 +384,12 @@ def _jax_attention(query, key, value, bias, is_causal, scale, dropout_p=0.0, see
             _cudnn_attention_with_boolean_mask(query, key, value, mask, is_causal, scale, given)
         if out_lse is not None:
             return out_lse
-    if bias is None and mask is None and _pallas_takes(query, key, value):
-        return _pallas_attention(query, key, value, is_causal, scale, differentiated)
+    blocks = _query_blocks(query, key, bias if mask is None else mask, is_causal)
+    if len(blocks) > 1:
+        return _xla_attention_in_blocks(query, key, value, scale, blocks)
     out, lse = jax.nn.dot_product_attention(*map(_sequence_second, (query, key, value)), bias=bias,
                                             mask=mask, scale=scale, is_causal=is_causal, return_residual=True)
     return _sequence_second(out), _sequence_second(lse).astype(jnp.float32)
-
-
-def _pallas_takes(query, key, value) -> bool:
-    """Whether Pallas's flash attention runs this attention (lowering for it,
-    and its kernels take these shapes)."""
-    return _pallas_lowering.get() and _pallas_takes_shapes(query, key, value)
-
-
-def _pallas_takes_shapes(query, key, value) -> bool:
-    (_, heads, length, size), (_, key_heads, key_length, _) = query.shape, key.shape
-    return heads == key_heads and size == key.shape[-1] == value.shape[-1] <= 128 and length == key_length \
-        and length % 128 == 0
-
-
-_pallas_interpret = False  # True: Pallas's kernels interpreted by XLA's own ops (tests on a CPU)
-
-
-def _pallas_attention(q, k, v, is_causal, scale, differentiated=False):
-    """JAX's Pallas flash attention on (B, N, T, H) arrays: (output, log-sum-exp
-    (B, N, T) float32, or None if `differentiated`)."""
-    from jax.experimental.pallas.ops.gpu import attention as pallas
-
-    with _x64(False):  # its kernels' index arithmetic is 32-bit
-        result = pallas.mha(*map(_sequence_second, (q, k, v)), None, sm_scale=scale, causal=is_causal,
-                            return_residuals=not differentiated, interpret=_pallas_interpret)
-    out, lse = (result, None) if differentiated else result
-    # Its kernels keep the log-sum-exp in base 2 (they exponentiate by exp2).
-    return _sequence_second(out), None if lse is None else lse * math.log(2.0)
-
-
-_PALLAS_BACKWARD_ARGUMENTS = ["sm_scale", "causal", "block_sizes", "backward_pass_impl", "num_warps", "num_stages",
-                              "grid", "interpret", "debug", "return_residuals", "res", "do"]
-
-
-def _pallas_backward_from_saved(grad_out, q, k, v, is_causal, scale, out, lse):
-    """The query's, key's and value's gradients by Pallas's backward kernels
-    from the forward's output and log-sum-exps (JAX's backward rule of its
-    attention, called as JAX calls it), without running the forward again;
-    None where this JAX's rule takes other arguments."""
-    import inspect
-
-    from jax.experimental.pallas.ops.gpu import attention as pallas
-
-    rule = getattr(pallas, "_mha_backward", None)
-    if rule is None or list(inspect.signature(rule).parameters) != _PALLAS_BACKWARD_ARGUMENTS:
-        log.info("Pallas's attention backward runs its forward again: this JAX's backward rule takes other arguments")
-        return None
-
-    with _x64(False):
-        saved = (*map(_sequence_second, (q, k, v)), None, _sequence_second(out), lse / math.log(2.0))
-        grads = rule(scale, is_causal, pallas.BlockSizes.get_default(), "triton", None, 2, None, _pallas_interpret,
-                     False, False, saved, _sequence_second(grad_out))
-    return tuple(_sequence_second(g) for g in grads[:3])
-
-
-def _x64(enabled: bool):
-    import jax
-
-    if hasattr(jax, "enable_x64"):
-        return jax.enable_x64(enabled)
-    return jax.experimental.enable_x64() if enabled else jax.experimental.disable_x64()
 
 
 def _cudnn_attention(q, k, v, bias, is_causal, scale, given=None):
@@ -564,7 +494,6 @@ def _capability() -> tuple[int, int]:
 
 
 _cudnn_lowering: contextvars.ContextVar[bool] = contextvars.ContextVar("cudnn_lowering", default=False)
-_pallas_lowering: contextvars.ContextVar[bool] = contextvars.ContextVar("pallas_lowering", default=False)
 _cudnn_checks_lock = threading.RLock()
 
 
@@ -573,20 +502,17 @@ def lowering_for_cuda():
     """Lowering for CUDA, where attention takes cuDNN's path if asked:
     JAX's cuDNN checks are then answered from PyTorch's current CUDA
     device's compute capability, not from JAX's GPU client (a JAX whose
-    checks are not those two functions keeps XLA's own attention); and
-    Pallas's attention where it takes what cuDNN does not, if asked."""
+    checks are not those two functions keeps XLA's own attention)."""
     chosen = implementation("cuda")
     if chosen == "xla":
         yield
         return
-    with _cudnn_checks_from_torch() as answered, \
-            (_pallas_device_from_torch() if chosen == "pallas" else contextlib.nullcontext(False)) as pallas:
-        tokens = _cudnn_lowering.set(answered), _pallas_lowering.set(pallas)
+    with _cudnn_checks_from_torch() as answered:
+        token = _cudnn_lowering.set(answered)
         try:
             yield
         finally:
-            _cudnn_lowering.reset(tokens[0])
-            _pallas_lowering.reset(tokens[1])
+            _cudnn_lowering.reset(token)
 
 
 @contextlib.contextmanager
@@ -607,38 +533,6 @@ def _cudnn_checks_from_torch():
         for name, answer in answers.items():
             answering.enter_context(_replaced(checks, name, answer))
         yield not missing
-
-
-@contextlib.contextmanager
-def _pallas_device_from_torch():
-    """Pallas's lowering asks JAX for the GPU it builds Triton's kernels for:
-    answered from PyTorch's current CUDA device, so that no JAX client is
-    made. JAX 0.11 reads the default device, which while lowering is cuxla's
-    stand-in (`_torchax`), kind and compute capability PyTorch's; JAX 0.10
-    asks `jax.local_devices`, answered here (one lowering at a time). Gives
-    whether Pallas's lowering could be answered."""
-    try:
-        from jax._src.pallas.triton import pallas_call_registration as registration
-    except ImportError as missing:
-        log.info("attention runs as XLA's own ops where cuDNN does not take it: no Pallas: %s", one_line(missing))
-        yield False
-        return
-    if hasattr(registration, "gpu_info_lib"):
-        yield True
-        return
-    if not hasattr(registration, "jax"):
-        log.info("attention runs as XLA's own ops where cuDNN does not take it: this JAX's Pallas asks for its GPU "
-                 "where cuxla does not answer")
-        yield False
-        return
-    import jax
-
-    major, minor = _capability()
-    device = types.SimpleNamespace(compute_capability=f"{major}.{minor}")
-    answering = types.SimpleNamespace(**{name: getattr(jax, name) for name in dir(jax) if not name.startswith("_")})
-    answering.local_devices = lambda *args, **kwargs: [device]
-    with _cudnn_checks_lock, _replaced(registration, "jax", answering):
-        yield True
 
 
 def _jax_attention_with_dropout(query, key, value, bias, is_causal, scale, dropout_p, seed):
@@ -666,27 +560,19 @@ def _jax_attention_backward(grad_out, query, key, value, bias, is_causal, scale,
     import jax.numpy as jnp
 
     saved = None if out is None or lse is None else (out, lse)
-    pallas = bias is None and not dropout_p and _pallas_takes(query, key, value)
     # cuDNN's first where it may take it (the derivative below), as in the forward.
     cudnn = query.dtype in (jnp.bfloat16, jnp.float16) and _cudnn_lowering.get()
-    if lse is not None and not cudnn and not dropout_p and not bias_needs_grad:
-        grads = None
-        if pallas and saved is not None:
-            grads = _pallas_backward_from_saved(grad_out, query, key, value, is_causal, scale, *saved)
-        if grads is None and query.dtype in _FULL_LSE_DTYPES:
-            grads = _xla_backward_from_saved(grad_out, query, key, value, bias, is_causal, scale, lse)
-        if grads is not None:
-            return (*grads, jnp.zeros((0,), jnp.float32))
+    if lse is not None and not cudnn and not dropout_p and not bias_needs_grad and query.dtype in _FULL_LSE_DTYPES:
+        grads = _xla_backward_from_saved(grad_out, query, key, value, bias, is_causal, scale, lse)
+        return (*grads, jnp.zeros((0,), jnp.float32))
 
     def output(q, k, v, b=bias):  # a mask's gradient is XLA's own attention's: cuDNN's is not asked of it
         return _jax_attention(q, k, v, b, is_causal, scale, dropout_p, seed, cudnn=not bias_needs_grad,
-                              saved=saved, differentiated=True)[0]
+                              saved=saved)[0]
 
-    # The mask is differentiated only where its gradient is asked for. Pallas's
-    # kernels, forward and backward, are traced with 32-bit index arithmetic.
-    with _x64(False) if pallas else contextlib.nullcontext():
-        _, vjp = jax.vjp(output, query, key, value, *([bias] if bias_needs_grad else []))
-        grads = vjp(grad_out)
+    # The mask is differentiated only where its gradient is asked for.
+    _, vjp = jax.vjp(output, query, key, value, *([bias] if bias_needs_grad else []))
+    grads = vjp(grad_out)
     return grads if bias_needs_grad else (*grads, jnp.zeros((0,), jnp.float32))
 
 
@@ -694,19 +580,38 @@ def _jax_attention_backward(grad_out, query, key, value, bias, is_causal, scale,
 # to make the weights from in these.
 _FULL_LSE_DTYPES = ("float32", "float64")
 
+# Causal attention of at least two blocks of this many queries is computed a
+# block of queries at a time, each against the keys up to its last query only:
+# the scores above the diagonal's blocks are never computed nor written (at 4
+# blocks, 3/8 of them), in the forward and the backward alike.
+_CAUSAL_BLOCK_MIN = 256
+_CAUSAL_BLOCKS_MAX = 8
 
-def _xla_backward_from_saved(grad_out, q, k, v, bias, is_causal, scale, lse):
-    """XLA's own attention's gradients for the query, key and value from the
-    forward's log-sum-exps: the weights made elementwise from the scores and
-    log-sum-exps (no softmax, no row maximum, again), the scores masked as
-    `jax.nn.dot_product_attention` masks them, so that the weights are its
-    forward's."""
+
+def _query_blocks(query, key, bias, is_causal):
+    """(first query, end of queries, end of keys) of each block XLA's own
+    attention is computed in: one block, all queries against all keys, unless
+    the attention is causal, unmasked, square, in float32 or float64 (where
+    the backward makes its weights from the saved log-sum-exps), and long."""
+    length, keys = query.shape[2], key.shape[2]
+    count = min(_CAUSAL_BLOCKS_MAX, length // _CAUSAL_BLOCK_MIN)
+    if not is_causal or bias is not None or length != keys or count < 2 or query.dtype not in _FULL_LSE_DTYPES:
+        return [(0, length, keys)]
+    size = -(-length // count)
+    return [(first, min(first + size, length), min(first + size, length)) for first in range(0, length, size)]
+
+
+# Masked as `jax.nn.dot_product_attention` masks: a large negative score, not -inf.
+_MASKED_SCORE = -0.7 * torch.finfo(torch.float32).max
+
+
+def _masked_scores(queries, keys, bias, is_causal, first_query, scale, exact):
+    """A block of queries' scores against a prefix of the keys, in `exact`,
+    with what they keep (None: all), the causal diagonal starting at
+    `first_query`."""
     import jax.numpy as jnp
 
-    exact = jnp.promote_types(q.dtype, jnp.float32)  # the scores' dtype, as JAX's forward has them
-    groups = q.shape[1] // k.shape[1]
-    keys, values = (jnp.repeat(x, groups, axis=1) if groups > 1 else x for x in (k, v))
-    scores = jnp.einsum("bnth,bnsh->bnts", q, keys, preferred_element_type=exact) * scale
+    scores = jnp.einsum("bnth,bnsh->bnts", queries, keys, preferred_element_type=exact) * scale
     keep = None
     if bias is not None:
         bias = bias.reshape((1,) * (4 - bias.ndim) + bias.shape)
@@ -715,25 +620,79 @@ def _xla_backward_from_saved(grad_out, q, k, v, bias, is_causal, scale, lse):
         else:
             scores = scores + bias.astype(exact)
     if is_causal:
-        causal = jnp.tril(jnp.ones(scores.shape[-2:], jnp.bool_))
+        causal = jnp.tril(jnp.ones(scores.shape[-2:], jnp.bool_), first_query)
         keep = causal if keep is None else keep & causal
     if keep is not None:
-        scores = jnp.where(keep, scores, jnp.asarray(-0.7 * jnp.finfo(jnp.float32).max, exact))
-    weights = jnp.exp(scores - lse.astype(exact)[..., None])
-    if keep is not None:  # a row with every score masked weighs its keys alike, as JAX's softmax of it does
-        weights = jnp.where(jnp.any(keep, axis=-1, keepdims=True), weights, 1.0 / scores.shape[-1])
-    grad_f = grad_out.astype(exact)
-    grad_values = jnp.einsum("bnts,bnth->bnsh", weights, grad_f)
-    grad_weights = jnp.einsum("bnth,bnsh->bnts", grad_f, values.astype(exact))
-    row_sums = jnp.sum(grad_weights * weights, axis=-1, keepdims=True)
-    grad_scores = weights * (grad_weights - row_sums) * scale
-    if keep is not None:  # a masked score is a constant: no gradient through it (a wholly masked row's too)
-        grad_scores = jnp.where(keep, grad_scores, 0.0)
-    grad_query = jnp.einsum("bnts,bnsh->bnth", grad_scores, keys.astype(exact))
-    grad_keys = jnp.einsum("bnts,bnth->bnsh", grad_scores, q.astype(exact))
+        scores = jnp.where(keep, scores, jnp.asarray(_MASKED_SCORE, exact))
+    return scores, keep
 
-    return grad_query.astype(q.dtype), _sum_groups(grad_keys, k.shape[1]).astype(k.dtype), \
-        _sum_groups(grad_values, v.shape[1]).astype(v.dtype)
+
+def _repeated_keys(q, k, v):
+    import jax.numpy as jnp
+
+    groups = q.shape[1] // k.shape[1]
+    return tuple(jnp.repeat(x, groups, axis=1) if groups > 1 else x for x in (k, v))
+
+
+def _xla_attention_in_blocks(q, k, v, scale, blocks):
+    """Causal attention's (output, log-sum-exp) a block of queries at a time
+    (`_query_blocks`), each block's softmax over the keys it sees."""
+    import jax
+    import jax.numpy as jnp
+
+    exact = jnp.promote_types(q.dtype, jnp.float32)
+    keys, values = _repeated_keys(q, k, v)
+    outs, lses = [], []
+    for first, end, key_end in blocks:
+        scores, _ = _masked_scores(q[:, :, first:end], keys[:, :, :key_end], None, True, first, scale, exact)
+        lse = jax.nn.logsumexp(scores, axis=-1)
+        weights = jnp.exp(scores - lse[..., None])
+        outs.append(jnp.einsum("bnts,bnsh->bnth", weights, values[:, :, :key_end].astype(exact)))
+        lses.append(lse)
+    return jnp.concatenate(outs, axis=2).astype(q.dtype), jnp.concatenate(lses, axis=2).astype(jnp.float32)
+
+
+def _xla_backward_from_saved(grad_out, q, k, v, bias, is_causal, scale, lse):
+    """XLA's own attention's gradients for the query, key and value from the
+    forward's log-sum-exps: the weights made elementwise from the scores and
+    log-sum-exps (no softmax, no row maximum, again), the scores masked as
+    `jax.nn.dot_product_attention` masks them, so that the weights are its
+    forward's; in the forward's blocks of queries (`_query_blocks`)."""
+    import jax.numpy as jnp
+
+    exact = jnp.promote_types(q.dtype, jnp.float32)  # the scores' dtype, as JAX's forward has them
+    keys, values = _repeated_keys(q, k, v)
+    grad_f = grad_out.astype(exact)
+    grad_queries, grad_keys, grad_values = [], None, None
+    for first, end, key_end in _query_blocks(q, k, bias, is_causal):
+        queries, block_keys = q[:, :, first:end], keys[:, :, :key_end]
+        scores, keep = _masked_scores(queries, block_keys, bias, is_causal, first, scale, exact)
+        weights = jnp.exp(scores - lse[:, :, first:end].astype(exact)[..., None])
+        if keep is not None:  # a row with every score masked weighs its keys alike, as JAX's softmax of it does
+            weights = jnp.where(jnp.any(keep, axis=-1, keepdims=True), weights, 1.0 / scores.shape[-1])
+        grad_block = grad_f[:, :, first:end]
+        grad_weights = jnp.einsum("bnth,bnsh->bnts", grad_block, values[:, :, :key_end].astype(exact))
+        row_sums = jnp.sum(grad_weights * weights, axis=-1, keepdims=True)
+        grad_scores = weights * (grad_weights - row_sums) * scale
+        if keep is not None:  # a masked score is a constant: no gradient through it (a wholly masked row's too)
+            grad_scores = jnp.where(keep, grad_scores, 0.0)
+        grad_queries.append(jnp.einsum("bnts,bnsh->bnth", grad_scores, block_keys.astype(exact)))
+        grad_keys = _plus_prefix(grad_keys, jnp.einsum("bnts,bnth->bnsh", grad_scores, queries.astype(exact)),
+                                 keys.shape[2])
+        grad_values = _plus_prefix(grad_values, jnp.einsum("bnts,bnth->bnsh", weights, grad_block), keys.shape[2])
+
+    return jnp.concatenate(grad_queries, axis=2).astype(q.dtype), \
+        _sum_groups(grad_keys, k.shape[1]).astype(k.dtype), _sum_groups(grad_values, v.shape[1]).astype(v.dtype)
+
+
+def _plus_prefix(total, part, length):
+    """`total` (None: zeros) plus `part`, the gradient of a prefix of the
+    `length` keys, zero beyond it."""
+    import jax.numpy as jnp
+
+    if part.shape[2] < length:
+        part = jnp.pad(part, ((0, 0), (0, 0), (0, length - part.shape[2]), (0, 0)))
+    return part if total is None else total + part
 
 
 LOWERINGS = {

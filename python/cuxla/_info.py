@@ -127,8 +127,7 @@ def _cuda_attention() -> str:
 
     if cuda_versions is None:
         return "cuDNN's, but JAX's CUDA plugin libraries are not installed: XLA's own ops"
-    then = ", else Pallas's flash attention (CUXLA_ATTENTION=pallas) where it takes it" if chosen == "pallas" else ""
-    return f"cuDNN's flash attention (cuDNN {cuda_versions.cudnn_get_version()}), where it takes the shape{then}"
+    return f"cuDNN's flash attention (cuDNN {cuda_versions.cudnn_get_version()}), where it takes the shape"
 
 
 def report(only: str | None = None) -> int:

@@ -111,16 +111,8 @@ class _LoweringOnlyClient:
 
 
 class _LoweringOnlyDevice:  # the name must contain "Device" for jax.default_device to take it
-    """The default device while lowering: its platform, and on CUDA the kind
-    and compute capability of PyTorch's current device (which Pallas's
-    lowering reads, to build its Triton kernels for that GPU)."""
-
     def __init__(self, platform: str):
         self.client = _LoweringOnlyClient(platform)
-        self.platform = platform
-        if platform == "cuda" and torch.cuda.is_available():
-            self.device_kind = torch.cuda.get_device_name()
-            self.compute_capability = "{}.{}".format(*torch.cuda.get_device_capability())
 
 
 @contextlib.contextmanager

@@ -515,28 +515,22 @@ def test_cudnn_backward_reads_the_forwards_output_and_log_sum_exps(monkeypatch, 
 
 
 def test_the_forward_keeps_what_its_backward_reads(monkeypatch):
-    # cuDNN's backward (16-bit types) and Pallas's read the forward's output and log-sum-exps, XLA's own in
-    # float32 its log-sum-exps alone; with dropout or a mask's gradient the backward differentiates the forward
-    # run again: a kept result would be memory for nothing.
+    # cuDNN's backward (16-bit types) reads the forward's output and log-sum-exps, XLA's own in float32 its
+    # log-sum-exps alone; with dropout or a mask's gradient the backward differentiates the forward run
+    # again: a kept result would be memory for nothing.
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     monkeypatch.delenv("CUXLA_ATTENTION", raising=False)
     with FakeTensorMode():  # CUDA tensors without a GPU
         cuda = torch.empty(2, 4, 128, 8, device="cuda", dtype=torch.bfloat16)
-        mask = torch.empty(128, 128, device="cuda")
-        fewer_heads = torch.empty(2, 2, 128, 8, device="cuda")
-        cases = {"cuda bfloat16": (cuda, cuda, cuda, None, 0.0, False), "with dropout": (cuda, cuda, cuda, None, 0.1, False),
-                 "a mask gradient": (cuda, cuda, cuda, mask, 0.0, True),
-                 "cuda float32": (cuda.float(), cuda.float(), cuda.float(), None, 0.0, False),
-                 "cuda float32, a mask": (cuda.float(), cuda.float(), cuda.float(), mask, 0.0, False),
-                 "cuda float32, fewer key heads": (cuda.float(), fewer_heads, fewer_heads, None, 0.0, False),
-                 "cpu bfloat16": (*[torch.empty(2, 4, 128, 8, dtype=torch.bfloat16)] * 3, None, 0.0, False),
-                 "cpu float32": (*[torch.empty(2, 4, 128, 8)] * 3, None, 0.0, False),
-                 "cpu float32 with dropout": (*[torch.empty(2, 4, 128, 8)] * 3, None, 0.1, False)}
+        cases = {"cuda bfloat16": (cuda, 0.0, False), "with dropout": (cuda, 0.1, False),
+                 "a mask gradient": (cuda, 0.0, True), "cuda float32": (cuda.float(), 0.0, False),
+                 "cpu bfloat16": (torch.empty(2, 4, 128, 8, dtype=torch.bfloat16), 0.0, False),
+                 "cpu float32": (torch.empty(2, 4, 128, 8), 0.0, False),
+                 "cpu float32 with dropout": (torch.empty(2, 4, 128, 8), 0.1, False)}
     both, lse, none = (True, True), (False, True), (False, False)
-    expected = {"cudnn": [both, none, none, lse, lse, lse, none, lse, none],
-                "pallas": [both, none, none, both, both, lse, none, lse, none],
-                "xla": [none, none, none, lse, lse, lse, none, lse, none]}
+    expected = {"cudnn": [both, none, none, lse, none, lse, none],
+                "xla": [none, none, none, lse, none, lse, none]}
     for setting, reads in expected.items():
         monkeypatch.setenv("CUXLA_ATTENTION", setting)
         assert [_attention._forward_results_read(*args) for args in cases.values()] == reads, setting
@@ -577,7 +571,7 @@ def test_cudnn_attention_is_never_lowered_for_the_cpu(monkeypatch, a_hopper_gpu_
 
 def test_an_unknown_attention_setting_is_a_value_error(monkeypatch):
     monkeypatch.setenv("CUXLA_ATTENTION", "flash")
-    with pytest.raises(ValueError, match=r"CUXLA_ATTENTION='flash' is not one of xla, cudnn, pallas"):
+    with pytest.raises(ValueError, match=r"CUXLA_ATTENTION='flash' is not one of xla, cudnn"):
         _attention.implementation("cuda")
 
 
@@ -622,141 +616,6 @@ def test_compiled_bfloat16_attention_through_cudnn_matches_pytorch(monkeypatch, 
     assert report["xla_programs"] == report["graphs"] == 2 and report["xla_ops"] == report["aten_ops"], report
 
 
-def _pallas_attention_and_gradients(q, k, v, causal, pallas, from_saved=False):
-    """Attention's output, log-sum-exp and the query's, key's and value's
-    gradients as cuxla lowers them for CUDA, run here on the CPU: with
-    `pallas`, Pallas's kernels interpreted by XLA's own ops; `from_saved`:
-    the backward given the forward's output and log-sum-exps."""
-    import jax
-
-    token = _attention._pallas_lowering.set(pallas)
-    try:
-        def forward_and_backward(q, k, v, g):
-            out, lse = _attention._jax_attention(q, k, v, None, causal, 0.125)
-            saved = {"out": out, "lse": lse} if from_saved else {}
-            return out, lse, _attention._jax_attention_backward(g, q, k, v, None, causal, 0.125, **saved)[:3]
-
-        # On JAX's CPU device in full float32 (a GPU machine's JAX would take its GPU, and TF32 there).
-        with jax.default_device(jax.devices("cpu")[0]), jax.default_matmul_precision("highest"):
-            return jax.jit(forward_and_backward)(*(jax.device_put(x, jax.devices("cpu")[0]) for x in (q, k, v)),
-                                                 jax.device_put(q * 0.5 + 1.0, jax.devices("cpu")[0]))
-    finally:
-        _attention._pallas_lowering.reset(token)
-
-
-@pytest.mark.parametrize("from_saved", [False, True], ids=["forward again", "from the saved forward"])
-@pytest.mark.parametrize("causal", [True, False])
-def test_pallas_attention_matches_xlas_own(monkeypatch, causal, from_saved):
-    # Pallas's flash attention (Triton's kernels on a GPU) interpreted on the CPU: its output, float32
-    # log-sum-exps and gradients in PyTorch's layout are XLA's own attention's.
-    import jax
-    import numpy as np
-
-    monkeypatch.setattr(_attention, "_pallas_interpret", True)
-    import numpy
-
-    generator = numpy.random.default_rng(0)
-    q, k, v = (generator.standard_normal((1, 2, 128, 64), numpy.float32) for _ in range(3))
-    got = _pallas_attention_and_gradients(q, k, v, causal, pallas=True, from_saved=from_saved)
-    want = _pallas_attention_and_gradients(q, k, v, causal, pallas=False)
-    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
-        assert g.shape == w.shape and g.dtype == w.dtype
-        np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5)
-
-
-def _lowered_programs_calls(monkeypatch, setting, dtype, heads=8, key_heads=8, length=128, masked=False,
-                            causal=True, from_saved=True):
-    """The custom calls of attention's forward and backward lowered for CUDA under `CUXLA_ATTENTION=setting`."""
-    import re
-
-    import jax
-
-    from cuxla import _torchax
-
-    monkeypatch.setenv("CUXLA_ATTENTION", setting)
-
-    def forward_and_backward(q, k, v, g, mask):
-        out, lse = _attention._jax_attention(q, k, v, mask, causal, 0.125)
-        saved = {"out": out, "lse": lse} if from_saved else {}
-        return out, _attention._jax_attention_backward(g, q, k, v, mask, causal, 0.125, **saved)
-
-    queries = jax.ShapeDtypeStruct((2, heads, length, 64), dtype)
-    keys = jax.ShapeDtypeStruct((2, key_heads, length, 64), dtype)
-    mask = jax.ShapeDtypeStruct((length, length), jax.numpy.bool_) if masked else None
-    _torchax.environment()
-    with _torchax.lowering_context("cuda"):
-        text = jax.jit(forward_and_backward).trace(queries, keys, keys, queries, mask).lower(
-            lowering_platforms=("cuda",)).as_text()
-    return re.findall(r"custom_call @([\w$.]+)", text)
-
-
-def test_pallas_attention_is_lowered_for_float32_only_where_asked_and_it_takes_the_attention(
-        monkeypatch, a_hopper_gpu_with_cudnn):
-    import jax.numpy as jnp
-
-    from cuxla import _torchax
-
-    # JAX 0.11's Pallas reads the GPU from the default device: while lowering, PyTorch's.
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H100 80GB HBM3")
-    device = _torchax._LoweringOnlyDevice("cuda")
-    assert (device.platform, device.device_kind, device.compute_capability) == ("cuda", "NVIDIA H100 80GB HBM3",
-                                                                                 "9.0")
-
-    triton = "__gpu$xla.gpu.triton"
-    # The forward, and the backward's preparation and kernel from the forward's results (without them, the
-    # forward again first).
-    assert _lowered_programs_calls(monkeypatch, "pallas", jnp.float32) == [triton] * 3
-    assert _lowered_programs_calls(monkeypatch, "pallas", jnp.float32, causal=False) == [triton] * 3
-    assert _lowered_programs_calls(monkeypatch, "pallas", jnp.float32, from_saved=False) == [triton] * 4
-    # Not asked for; cuDNN's first for 16-bit types; what its kernels do not take: XLA's own ops.
-    assert _lowered_programs_calls(monkeypatch, "cudnn", jnp.float32) == []
-    assert triton not in _lowered_programs_calls(monkeypatch, "pallas", jnp.bfloat16)
-    assert _lowered_programs_calls(monkeypatch, "pallas", jnp.float32, key_heads=2) == []
-    assert _lowered_programs_calls(monkeypatch, "pallas", jnp.float32, length=96) == []
-    assert _lowered_programs_calls(monkeypatch, "pallas", jnp.float32, masked=True) == []
-
-
-@pytest.mark.parametrize("causal", [True, False])
-def test_compiled_float32_attention_through_pallas_matches_pytorch(monkeypatch, client, causal):
-    if client.platform != "cuda":
-        pytest.skip("Pallas's attention runs on a CUDA GPU")
-    monkeypatch.setenv("CUXLA_ATTENTION", "pallas")
-    monkeypatch.setenv("CUXLA_CACHE_DIR", "")  # lowered here, not taken from a cache
-    taken = []  # what lowered to Pallas's kernels
-
-    def recorded(name):
-        lowering = getattr(_attention, name)
-
-        def lowered(*args):
-            result = lowering(*args)
-            if result is not None:  # None: not taken
-                taken.append(name)
-            return result
-        return lowered
-
-    for name in ("_pallas_attention", "_pallas_backward_from_saved"):
-        monkeypatch.setattr(_attention, name, recorded(name))
-    torch.manual_seed(0)
-    q, k, v = (torch.randn(2, 4, 256, 64, device="cuda") for _ in range(3))
-    expected, expected_grads = _reference(q, k, v, None, causal)
-
-    def attention(q, k, v):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-
-    torch._dynamo.reset()
-    cuxla.dynamo.reset_report()
-    q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
-    out = torch.compile(attention, backend="cuxla")(q, k, v)
-    grads = torch.autograd.grad(out, (q, k, v), torch.ones_like(out))
-    # The forward, and the backward from its saved output and log-sum-exps.
-    assert taken == ["_pallas_attention", "_pallas_backward_from_saved"], taken
-    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
-    for got, want in zip(grads, expected_grads):
-        torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-3)
-    report = cuxla.dynamo.report()
-    assert report["xla_programs"] == report["graphs"] == 2 and report["xla_ops"] == report["aten_ops"], report
-
-
 @pytest.mark.parametrize("case", ["causal", "boolean mask, a query seeing no key", "additive mask", "grouped queries"])
 def test_xlas_own_backward_from_the_saved_forward_matches_its_derivative(case):
     # The weights made from the saved log-sum-exps, each row's sum from dout . out: the gradients of
@@ -796,3 +655,77 @@ def test_xlas_own_backward_from_the_saved_forward_matches_its_derivative(case):
         # A softmax takes each row's maximum; the backward from the saved forward takes none.
         assert "stablehlo.maximum" not in jax.jit(backward_alone).lower(q, k, v, g, out, lse).as_text()
         assert "stablehlo.maximum" in jax.jit(backward_again).lower(q, k, v, g).as_text()
+
+
+@pytest.mark.parametrize("case", ["2 blocks", "3 uneven blocks, grouped queries"])
+def test_long_causal_attention_in_query_blocks_is_jax_nns_attention(case):
+    # Each block of queries against the keys up to its last query: jax.nn's output, log-sum-exps and
+    # gradients, and no score of a query against a key past its block's end computed.
+    import jax
+    import jax.numpy as jnp
+    import numpy
+
+    length, heads, key_heads = (512, 4, 4) if case == "2 blocks" else (1000, 4, 2)
+    generator = numpy.random.default_rng(0)
+    q, g = (generator.standard_normal((1, heads, length, 16), numpy.float32) for _ in range(2))
+    k, v = (generator.standard_normal((1, key_heads, length, 16), numpy.float32) for _ in range(2))
+    blocks = _attention._query_blocks(q, k, None, True)
+    assert blocks == ([(0, 256, 256), (256, 512, 512)] if length == 512 else
+                      [(0, 334, 334), (334, 668, 668), (668, 1000, 1000)])
+
+    def jax_nns(q, k, v):
+        k, v = (jnp.repeat(x, heads // key_heads, axis=1) for x in (k, v))
+        out, lse = jax.nn.dot_product_attention(*map(_attention._sequence_second, (q, k, v)), scale=0.3,
+                                                is_causal=True, return_residual=True)
+        return _attention._sequence_second(out), _attention._sequence_second(lse)
+
+    def in_blocks(q, k, v, g):
+        out, lse = _attention._jax_attention(q, k, v, None, True, 0.3)
+        return out, lse, _attention._jax_attention_backward(g, q, k, v, None, True, 0.3, out=out, lse=lse)[:3]
+
+    with jax.default_device(jax.devices("cpu")[0]), jax.default_matmul_precision("highest"):
+        out, lse, grads = jax.jit(in_blocks)(q, k, v, g)
+        (want_out, want_lse), vjp = jax.vjp(jax_nns, q, k, v)
+        numpy.testing.assert_allclose(out, want_out, rtol=1e-5, atol=1e-5)
+        numpy.testing.assert_allclose(lse, want_lse, rtol=1e-5, atol=1e-5)
+        for got, want in zip(grads, vjp((g, jnp.zeros_like(want_lse)))):
+            numpy.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+        program = jax.jit(in_blocks).lower(q, k, v, g).as_text()
+    assert f"x{length}x{length}xf32" not in program and f"x{blocks[0][1]}x{blocks[0][2]}xf32" in program
+
+
+def test_causal_attention_shorter_than_two_blocks_or_masked_is_one_block():
+    import numpy
+
+    short, long = (numpy.zeros((1, 2, length, 8), numpy.float32) for length in (511, 1024))
+    mask = numpy.ones((1024, 1024), bool)
+    assert _attention._query_blocks(short, short, None, True) == [(0, 511, 511)]
+    assert _attention._query_blocks(long, long, None, False) == [(0, 1024, 1024)]
+    assert _attention._query_blocks(long, long, mask, True) == [(0, 1024, 1024)]
+    assert _attention._query_blocks(long.astype(numpy.float16), long.astype(numpy.float16), None, True) == \
+        [(0, 1024, 1024)]
+    assert len(_attention._query_blocks(numpy.zeros((1, 2, 4096, 8), numpy.float32), numpy.zeros(
+        (1, 2, 4096, 8), numpy.float32), None, True)) == _attention._CAUSAL_BLOCKS_MAX
+
+
+def test_compiled_long_causal_attention_in_query_blocks_matches_pytorch(monkeypatch, client):
+    device = "cuda" if client.platform == "cuda" else "cpu"
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 512, 16, device=device) for _ in range(3))
+    expected, expected_grads = _reference(q, k, v, None, True)
+    taken = []
+    blocked = _attention._xla_attention_in_blocks
+    monkeypatch.setattr(_attention, "_xla_attention_in_blocks", lambda *a: taken.append(a[-1]) or blocked(*a))
+
+    torch._dynamo.reset()
+    cuxla.dynamo.reset_report()
+    q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+    out = torch.compile(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                        backend="cuxla")(q, k, v)
+    grads = torch.autograd.grad(out, (q, k, v), torch.ones_like(out))
+    assert taken == [[(0, 256, 256), (256, 512, 512)]]
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    for got, want in zip(grads, expected_grads):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    report = cuxla.dynamo.report()
+    assert report["xla_programs"] == report["graphs"] == 2 and report["xla_ops"] == report["aten_ops"], report

@@ -86,10 +86,7 @@ def test_info_says_which_attention_compiled_cuda_graphs_run():
     assert cudnn.startswith("cuDNN's flash attention (cuDNN ") if cuda_versions else \
         cudnn.endswith("JAX's CUDA plugin libraries are not installed: XLA's own ops")
     assert said(None) == [cudnn]
-    (pallas,) = said("pallas")
-    assert pallas == cudnn + ", else Pallas's flash attention (CUXLA_ATTENTION=pallas) where it takes it" \
-        if cuda_versions else pallas == cudnn
-    assert said("flash") == ["CUXLA_ATTENTION='flash' is not one of xla, cudnn, pallas"]
+    assert said("flash") == ["CUXLA_ATTENTION='flash' is not one of xla, cudnn"]
 
 
 def test_info_says_why_a_platform_is_missing(client):
