@@ -628,6 +628,7 @@ def _masked_scores(queries, keys, bias, is_causal, first_query, scale, exact):
 
 
 def _repeated_keys(q, k, v):
+    """The key and value, each head repeated for its group of query heads."""
     import jax.numpy as jnp
 
     groups = q.shape[1] // k.shape[1]
