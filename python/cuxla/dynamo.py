@@ -1064,10 +1064,11 @@ def _partition(joint: torch.fx.GraphModule, joint_inputs: Any, *, num_fwd_output
     backward (inductor's): the backward recomputes cheap elementwise ops
     where saving their outputs would cost more memory (GPT-2 small's forward
     at 4 x 1024 saves 3.3 GiB, not 5.0). Then, for what the forward saves as
-    a view of one of its inputs (a Linear's transposed weight) or of another
-    tensor it saves: XLA would write the view as a copy (a second copy of
-    every weight), so the backward makes the view again from the input or
-    the tensor. Before, masks made from no input become attention's flags
+    a view of one of its inputs (a Linear's transposed weight), of another
+    tensor it saves, or of a tensor it makes of as many elements (a
+    transposed activation): XLA would write the view as a copy (a second
+    copy of every weight; a transpose of the activation), so the forward
+    saves the input or tensor and the backward makes the view again. Before, masks made from no input become attention's flags
     (`_attention_masks`), in forward and backward alike."""
     _attention_masks.fold(joint)
     forward, backward = min_cut_rematerialization_partition(joint, joint_inputs, num_fwd_outputs=num_fwd_outputs,
@@ -1084,7 +1085,7 @@ def _partition(joint: torch.fx.GraphModule, joint_inputs: Any, *, num_fwd_output
         if base.name in backward_inputs:  # saved already: the view's entry goes
             source = backward_inputs[base.name]
             del returned[position]
-        elif base.op == "placeholder":  # the forward saves its input instead
+        elif base.op == "placeholder" or _same_elements(base, chain[0]):  # the forward saves that instead
             source, returned[position] = saved, base
             saved.meta = dict(base.meta)
             backward_inputs[base.name] = saved
@@ -1105,6 +1106,14 @@ def _partition(joint: torch.fx.GraphModule, joint_inputs: Any, *, num_fwd_output
         module.graph.eliminate_dead_code()
         module.recompile()
     return forward, backward
+
+
+def _same_elements(base: torch.fx.Node, view: torch.fx.Node) -> bool:
+    """Whether `view` has `base`'s elements, all and no more, of one dtype
+    and static shapes (a permute or reshape of it, not a slice)."""
+    made, seen = base.meta.get("val"), view.meta.get("val")
+    return (isinstance(made, torch.Tensor) and isinstance(seen, torch.Tensor) and made.dtype == seen.dtype
+            and _static_shape(made) and _static_shape(seen) and made.numel() == seen.numel())
 
 
 def _view_chain(node: torch.fx.Node | None) -> tuple[list[torch.fx.Node], torch.fx.Node | None]:

@@ -585,6 +585,23 @@ def test_the_forward_saves_a_weight_not_a_copy_of_its_transpose(tdev):
     torch.testing.assert_close(w.grad, (x.detach() @ w.detach().t() > 0).float().t() @ x.detach())
 
 
+def test_the_forward_saves_an_activation_not_its_transpose(tdev):
+    # GPT-2's projections multiply by an (in, out) weight: the weight's gradient reads the activation
+    # transposed. Saved as the transpose, it would be a copy XLA writes in the forward; the forward
+    # saves the activation as it made it and the backward transposes it.
+    x = torch.randn(4, 8, device=tdev, requires_grad=True)
+    w1, w2 = torch.randn(8, 16, device=tdev, requires_grad=True), torch.randn(16, 2, device=tdev, requires_grad=True)
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(tuple(t.shape)) or t, lambda t: t):
+        torch.compile(lambda x, w1, w2: ((x @ w1) @ w2).sum(), backend="cuxla")(x, w1, w2).backward()
+    assert (4, 16) in saved and (16, 4) not in saved, saved
+    report = cuxla.dynamo.report()
+    assert report["xla_programs"] == 2 and report["xla_ops"] == report["aten_ops"], report
+    ones = torch.ones(4, 2, device=tdev)
+    torch.testing.assert_close(w2.grad, (x.detach() @ w1.detach()).t() @ ones)
+    torch.testing.assert_close(w1.grad, x.detach().t() @ (ones @ w2.detach().t()))
+
+
 @pytest.mark.parametrize("name", ["bert", "gpt2", "llama"])
 def test_the_forward_saves_no_more_than_eager_does(tdev, name):
     # What the backward reads, in bytes beyond the parameters: the min-cut
