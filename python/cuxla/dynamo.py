@@ -1065,10 +1065,10 @@ def _partition(joint: torch.fx.GraphModule, joint_inputs: Any, *, num_fwd_output
     where saving their outputs would cost more memory (GPT-2 small's forward
     at 4 x 1024 saves 3.3 GiB, not 5.0). Then, for what the forward saves as
     a view of one of its inputs (a Linear's transposed weight), of another
-    tensor it saves, or of a tensor it makes of as many elements (a
-    transposed activation): XLA would write the view as a copy (a second
-    copy of every weight; a transpose of the activation), so the forward
-    saves the input or tensor and the backward makes the view again. Before, masks made from no input become attention's flags
+    tensor it saves, or a transpose of a tensor it makes (an activation that
+    a weight's gradient reads transposed): XLA would write the view as a copy
+    (a second copy of every weight; a transpose of the activation), so the
+    forward saves the input or tensor and the backward makes the view again. Before, masks made from no input become attention's flags
     (`_attention_masks`), in forward and backward alike."""
     _attention_masks.fold(joint)
     forward, backward = min_cut_rematerialization_partition(joint, joint_inputs, num_fwd_outputs=num_fwd_outputs,
@@ -1085,7 +1085,7 @@ def _partition(joint: torch.fx.GraphModule, joint_inputs: Any, *, num_fwd_output
         if base.name in backward_inputs:  # saved already: the view's entry goes
             source = backward_inputs[base.name]
             del returned[position]
-        elif base.op == "placeholder" or _same_elements(base, chain[0]):  # the forward saves that instead
+        elif base.op == "placeholder" or _transposed(base, chain):  # the forward saves that instead
             source, returned[position] = saved, base
             saved.meta = dict(base.meta)
             backward_inputs[base.name] = saved
@@ -1108,11 +1108,13 @@ def _partition(joint: torch.fx.GraphModule, joint_inputs: Any, *, num_fwd_output
     return forward, backward
 
 
-def _same_elements(base: torch.fx.Node, view: torch.fx.Node) -> bool:
-    """Whether `view` has `base`'s elements, all and no more, of one dtype
-    and static shapes (a permute or reshape of it, not a slice)."""
-    made, seen = base.meta.get("val"), view.meta.get("val")
-    return (isinstance(made, torch.Tensor) and isinstance(seen, torch.Tensor) and made.dtype == seen.dtype
+def _transposed(base: torch.fx.Node, chain: list[torch.fx.Node]) -> bool:
+    """Whether the views `chain` permute `base`'s elements, all and no more,
+    of one dtype and static shapes: a view XLA writes as a transpose (a
+    reshape alone it writes as the tensor itself, and a slice holds less)."""
+    made, seen = base.meta.get("val"), chain[0].meta.get("val")
+    return (any(view.target is torch.ops.aten.permute.default for view in chain)
+            and isinstance(made, torch.Tensor) and isinstance(seen, torch.Tensor) and made.dtype == seen.dtype
             and _static_shape(made) and _static_shape(seen) and made.numel() == seen.numel())
 
 
