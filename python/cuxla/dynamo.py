@@ -1068,7 +1068,8 @@ def _partition(joint: torch.fx.GraphModule, joint_inputs: Any, *, num_fwd_output
     tensor it saves, or a transpose of a tensor it makes (an activation that
     a weight's gradient reads transposed): XLA would write the view as a copy
     (a second copy of every weight; a transpose of the activation), so the
-    forward saves the input or tensor and the backward makes the view again. Before, masks made from no input become attention's flags
+    forward saves the input or tensor and the backward makes the view again.
+    Before, masks made from no input become attention's flags
     (`_attention_masks`), in forward and backward alike."""
     _attention_masks.fold(joint)
     forward, backward = min_cut_rematerialization_partition(joint, joint_inputs, num_fwd_outputs=num_fwd_outputs,
