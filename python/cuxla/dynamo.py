@@ -1077,7 +1077,6 @@ def _partition(joint: torch.fx.GraphModule, joint_inputs: Any, *, num_fwd_output
     returned = list(_output_args(forward))
     made_in_forward = {n.name: n for n in forward.graph.nodes}
     backward_inputs = {n.name: n for n in backward.graph.nodes if n.op == "placeholder"}
-    first_op = next(n for n in backward.graph.nodes if n.op != "placeholder")
     for name, saved in list(backward_inputs.items()):
         chain, base = _view_chain(made_in_forward.get(name))
         if not chain or chain[0] not in returned[num_fwd_outputs:]:
@@ -1092,12 +1091,14 @@ def _partition(joint: torch.fx.GraphModule, joint_inputs: Any, *, num_fwd_output
             backward_inputs[base.name] = saved
         else:
             continue
-        users, remade = list(saved.users), source
-        with backward.graph.inserting_before(first_op):
-            for view in reversed(chain):
-                remade = backward.graph.call_function(view.target, (remade, *view.args[1:]), view.kwargs)
-                remade.meta = dict(view.meta)
-        for user in users:
+        # Each user gets the views made just before it: a backward run as
+        # several programs then hands no view's copy from one to the next.
+        for user in list(saved.users):
+            remade = source
+            with backward.graph.inserting_before(user):
+                for view in reversed(chain):
+                    remade = backward.graph.call_function(view.target, (remade, *view.args[1:]), view.kwargs)
+                    remade.meta = dict(view.meta)
             user.replace_input_with(saved, remade)
         if source is not saved:
             backward.graph.erase_node(saved)
