@@ -369,8 +369,7 @@ def _jax_attention(query, key, value, bias, is_causal, scale, dropout_p=0.0, see
     import jax
     import jax.numpy as jnp
 
-    if bias is not None:
-        bias = bias.reshape((1,) * (4 - bias.ndim) + bias.shape)
+    bias = _four_dimensional(bias)
     if dropout_p:
         return _jax_attention_with_dropout(query, key, value, bias, is_causal, scale, dropout_p, seed)
     mask = None
@@ -539,8 +538,7 @@ def _jax_attention_with_dropout(query, key, value, bias, is_causal, scale, dropo
     import jax
     import jax.numpy as jnp
 
-    groups = query.shape[1] // key.shape[1]
-    key, value = (jnp.repeat(x, groups, axis=1) for x in (key, value))
+    key, value = _repeated_keys(query, key, value)
     scores = jnp.einsum("bnth,bnsh->bnts", query.astype(jnp.float32), key.astype(jnp.float32)) * scale
     if is_causal:
         scores = jnp.where(jnp.tril(jnp.ones(scores.shape[-2:], jnp.bool_)), scores, -jnp.inf)
@@ -613,8 +611,8 @@ def _masked_scores(queries, keys, bias, is_causal, first_query, scale, exact):
 
     scores = jnp.einsum("bnth,bnsh->bnts", queries, keys, preferred_element_type=exact) * scale
     keep = None
+    bias = _four_dimensional(bias)
     if bias is not None:
-        bias = bias.reshape((1,) * (4 - bias.ndim) + bias.shape)
         if bias.dtype == jnp.bool_:
             keep = bias
         else:
@@ -625,6 +623,11 @@ def _masked_scores(queries, keys, bias, is_causal, first_query, scale, exact):
     if keep is not None:
         scores = jnp.where(keep, scores, jnp.asarray(_MASKED_SCORE, exact))
     return scores, keep
+
+
+def _four_dimensional(bias):
+    """A mask (None, or broadcastable to (B, N, T, S)) with leading 1s to four dimensions."""
+    return None if bias is None else bias.reshape((1,) * (4 - bias.ndim) + bias.shape)
 
 
 def _repeated_keys(q, k, v):

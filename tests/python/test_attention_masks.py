@@ -106,7 +106,7 @@ def test_a_folded_masks_ops_leave_the_graph(monkeypatch):
 
 
 def test_a_mask_that_cannot_be_computed_at_compile_time_stays(monkeypatch):
-    # Computing the mask fails (here, every ATen call made outside the graph): it stays a mask, the graph in XLA.
+    # Computing the mask fails (here, reading its pattern): it stays a mask, the graph in XLA.
     from cuxla import _attention_masks
 
     monkeypatch.setenv("CUXLA_CACHE_DIR", "")
