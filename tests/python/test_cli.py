@@ -194,6 +194,27 @@ def test_bench_trains_profile_sums_device_time_by_kind_and_overlaps_once():
                        "other": [("loop_add_fusion", pytest.approx(6.5e-3))]}
 
 
+def test_bench_trains_profile_finds_where_the_device_waited_and_for_what():
+    from cuxla._bench import step_profile
+
+    # Two steps on the host, (0, 100) and (200, 300); events (name, start, end, launched), µs.
+    events = [("fwd", 10, 30, 2), ("gemm", 25, 40, 5),    # streams overlapping: no gap between them
+              ("bwd", 50, 60, 45),                        # launched 5 µs into a 10 µs gap
+              ("opt", 70, 80, None),                      # launch not recorded: idle, not said to be the host's
+              ("fwd", 230, 250, 229), ("bwd", 260, 270, 200), ("opt", 275, 280, 274)]
+    waited = step_profile.waits(events, [(200, 300), (0, 100)])
+    # Gaps: step 1 10 (start->fwd), 10 (gemm->bwd), 10 (bwd->opt); step 2 30 (start->fwd), 10, 5.
+    assert waited["idle_ms"] == pytest.approx(75 / 2 / 1e3)
+    # Before launch: 2 + 5 + (unknown) + 29 + 0 (launched before the gap) + 5 (launched 4 into a 5 µs gap: 4).
+    assert waited["idle_before_launch_ms"] == pytest.approx((2 + 5 + 29 + 0 + 4) / 2 / 1e3)
+    longest = [(w["after"], w["before"], w["ms"], w["count"]) for w in waited["longest_waits"]]
+    assert longest[0] == (step_profile.STEP_START, "fwd", pytest.approx(40 / 2 / 1e3), 1)
+    assert ("gemm", "bwd", pytest.approx(10 / 2 / 1e3), 0.5) in longest
+    assert ("bwd", "opt", pytest.approx(15 / 2 / 1e3), 1) in longest
+    # An event outside every step (another step's, unprofiled) is no gap of these.
+    assert step_profile.waits([*events, ("late", 500, 510, 0)], [(0, 100), (200, 300)]) == waited
+
+
 def test_bench_trains_profile_reads_pytorchs_profiler():
     from cuxla._bench import step_profile
 
@@ -217,7 +238,9 @@ def test_bench_train_table_says_where_each_steps_device_time_goes(tmp_path):
                "ms_by_kind": {"attention": 0.0, "matmul": 20.0, "optimizer": 2.0, "copies": 0.5, "other": 19.0},
                "longest": [{"name": "loop_add_fusion", "ms": 3.25}],
                "longest_by_kind": {"other": [{"name": "loop_add_fusion", "ms": 3.25}],
-                                   "copies": [{"name": "Memcpy DtoD (Device -> Device)", "ms": 0.5}]}}
+                                   "copies": [{"name": "Memcpy DtoD (Device -> Device)", "ms": 0.5}]},
+               "idle_ms": 3.25, "idle_before_launch_ms": 2.5,
+               "longest_waits": [{"after": "the step's start", "before": "loop_add_fusion", "ms": 1.5, "count": 1}]}
     rows = [{**row, "backend": "cuxla", "profile": profile},
             {**row, "backend": "inductor", "profile": {"error": "RuntimeError: CUPTI is not there"}},
             {**row, "backend": "eager", "profile": None}]
@@ -225,14 +248,17 @@ def test_bench_train_table_says_where_each_steps_device_time_goes(tmp_path):
     table = (tmp_path / "train.md").read_text()
     assert "| 4.00 (3.90); largest program 1.80 + 0.40 + 0.60 |" in table
     assert "| 5.00 (1.00 + 0.50; 1 of 2 graphs cached) |" in table
-    assert "| bert | cuxla | 45.00 | 41.50 | 3.50 | 900 | 0.00 | 20.00 | 2.00 | 0.50 | 19.00 | " \
+    assert "| bert | cuxla | 45.00 | 41.50 | 3.50 | 3.25 (2.50) | 900 | 0.00 | 20.00 | 2.00 | 0.50 | 19.00 | " \
            "loop_add_fusion 3.25 |" in table
+    assert "| bert | cuxla | the step's start | loop_add_fusion | 1.50 | 1 |" in table
     assert "| bert | inductor | 45.00 | profile failed: RuntimeError: CUPTI is not there |" in table
     profiled = table[table.index("| model | backend | step | busy |"):].split("\n\n")[0].splitlines()[2:]
     assert [line.split(" | ")[1] for line in profiled] == ["cuxla", "inductor"]  # eager's has no profile
     assert "| bert | cuxla | other | loop_add_fusion 3.25 |\n| bert | cuxla | copies | Memcpy DtoD (Device -> Device) " \
            "0.50 |" in table
-    assert writers.step_profile_said(profile, 45.0).startswith("device busy 41.50 of the step's 45.00 ms, 900")
+    said = writers.step_profile_said(profile, 45.0)
+    assert said.startswith("device busy 41.50 of the step's 45.00 ms, 900")
+    assert said.endswith("device waiting 3.25 (2.50) ms a step; longest: the step's start -> loop_add_fusion 1.50")
 
 
 def test_bench_train_splits_a_steps_peak_memory_by_phase(tmp_path):

@@ -1,10 +1,15 @@
 """Where a training step's device time goes, for `bench train`: a few steps
 under PyTorch's profiler, whose CUDA activity records every kernel and copy
 of the process (XLA's as well as PyTorch's), summed by kind, with the time
-the device was busy at all (kernels on several streams counted once)."""
+the device was busy at all (kernels on several streams counted once), and
+where it waited: each gap before a kernel, and how much of it the host had
+not yet launched that kernel."""
 from __future__ import annotations
 
+import json
+import os
 import re
+import tempfile
 from collections.abc import Callable, Iterable
 
 # A kernel's kind by its name: attention kernels, matrix products (cuBLAS,
@@ -17,7 +22,16 @@ KINDS = {  # in this order: attention kernels' names may hold "cutlass" or "gemm
     "optimizer": re.compile(r"multi_tensor_apply|adam", re.IGNORECASE),
     "copies": re.compile(r"^mem(cpy|set)|copy_kernel", re.IGNORECASE),
 }
-OTHER = "other"  # fusions, elementwise ops, reductions
+OTHER = "other"  # fusions, elementwise, reductions
+
+STEP_START = "the step's start"  # what precedes a step's first kernel among the gaps
+_STEP_MARK = "cuxla bench step"  # the profiler's range around each profiled step
+# The trace's categories of device work (not the ranges PyTorch projects onto
+# the device's timeline, which span idle time too), and of the host's calls
+# that launch it (the runtime's, and the driver's, through which XLA launches).
+_DEVICE_CATEGORIES = {"cuda": {"kernel", "gpu_memcpy", "gpu_memset"}, "cpu": {"cpu_op"}}
+_LAUNCH_CATEGORIES = {"cuda_runtime", "cuda_driver"}
+_LONGEST_WAITS = 5
 
 
 def kind_of(name: str) -> str:
@@ -49,18 +63,76 @@ def summarize(device_events: Iterable[tuple[str, float, float]], steps: int) -> 
                                 for kind in by_kind if by_kind[kind]}}
 
 
+def waits(device_events: Iterable[tuple[str, float, float, float | None]],
+          step_windows: Iterable[tuple[float, float]]) -> dict:
+    """Per step, where the device waited: every gap from a step's start (on
+    the host) to its last kernel's end in which the device ran nothing,
+    summed; the part of each gap before the host launched the kernel that
+    ends it (the device waiting for the host to launch); and the longest
+    waits by the kernels either side (first the step's start), summed over
+    the steps. `device_events`: (name, start µs, end µs, the host's launch
+    of it µs or None where not recorded); `step_windows`: (start µs, end µs)
+    of each step on the host, in the events' clock."""
+    events = sorted(device_events, key=lambda e: e[1])
+    windows = sorted(step_windows)
+    idle_us = before_launch_us = 0.0
+    by_pair: dict[tuple[str, str], list[float]] = {}
+    for window_start, window_end in windows:
+        before, covered_to = STEP_START, window_start
+        for name, start, end, launched in events:
+            if start < window_start or start > window_end:
+                continue
+            if start > covered_to:
+                gap = start - covered_to
+                idle_us += gap
+                if launched is not None:
+                    before_launch_us += min(gap, max(launched - covered_to, 0.0))
+                pair = by_pair.setdefault((before, name), [0.0, 0])
+                pair[0] += gap
+                pair[1] += 1
+            if end > covered_to:
+                before, covered_to = name, end
+    steps = max(len(windows), 1)
+    longest = sorted(by_pair.items(), key=lambda item: -item[1][0])[:_LONGEST_WAITS]
+    return {"idle_ms": idle_us / 1e3 / steps, "idle_before_launch_ms": before_launch_us / 1e3 / steps,
+            "longest_waits": [{"after": after[:80], "before": name[:80], "ms": us / 1e3 / steps, "count": n / steps}
+                              for (after, name), (us, n) in longest]}
+
+
 def profile_steps(step: Callable[[], object], sync: Callable[[], None], steps: int, device: str = "cuda") -> dict:
     """`summarize` of the events on `device` ("cuda"; "cpu": PyTorch's CPU
-    ops, nested ones overlapping) of `steps` steps under PyTorch's profiler."""
+    ops, nested ones overlapping) of `steps` steps under PyTorch's profiler,
+    each waited for as a timed step is, and on CUDA their `waits`."""
     import torch
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity, profile, record_function
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
-    wanted = torch.autograd.DeviceType.CUDA if device == "cuda" else torch.autograd.DeviceType.CPU
     sync()
     with profile(activities=activities) as profiler:
         for _ in range(steps):
-            step()
-        sync()
-    return summarize(((e.name, e.time_range.start, e.time_range.end) for e in profiler.events()
-                      if e.device_type == wanted), steps)
+            with record_function(_STEP_MARK):
+                step()
+                sync()
+    trace = _trace_events(profiler)
+    device_categories = _DEVICE_CATEGORIES[device]
+    launches = {e["args"]["correlation"]: e["ts"] for e in trace
+                if e.get("cat") in _LAUNCH_CATEGORIES and "correlation" in e.get("args", {})}
+    device_events = [(e["name"], e["ts"], e["ts"] + e.get("dur", 0.0),
+                      launches.get(e.get("args", {}).get("correlation"))) for e in trace
+                     if e.get("cat") in device_categories]
+    summary = summarize(((name, start, end) for name, start, end, _ in device_events), steps)
+    if device == "cuda":
+        windows = [(e["ts"], e["ts"] + e["dur"]) for e in trace
+                   if e.get("cat") == "user_annotation" and e.get("name") == _STEP_MARK]
+        summary.update(waits(device_events, windows))
+    return summary
+
+
+def _trace_events(profiler) -> list[dict]:
+    """The profiler's events as its Chrome trace holds them (the only public
+    form that keeps each kernel's launch: the correlation of the two)."""
+    with tempfile.TemporaryDirectory(prefix="cuxla-step-profile-") as folder:
+        path = os.path.join(folder, "trace.json")
+        profiler.export_chrome_trace(path)
+        with open(path) as trace:
+            return [e for e in json.load(trace)["traceEvents"] if e.get("ph") == "X"]

@@ -155,11 +155,15 @@ def write_train(rows: list[dict], card: str, rounds: int, steps: int, tf32: bool
         lines += ["", "Where a step's device time goes: PyTorch's profiler over a few steps after the timed rounds "
                   "(its CUDA activity: every kernel and copy of the process, XLA's too), per step in ms. Busy: the "
                   "device running anything (streams overlapping counted once); idle: the step's time above less "
-                  "busy, the device waiting for the host. Kernels by kind from their names (matmul: cuBLAS, CUTLASS, "
-                  "XLA's GEMM fusions, inductor's templates; optimizer: PyTorch's multi-tensor loops; other: "
-                  "fusions, elementwise, reductions).", "",
-                  "| model | backend | step | busy | idle | kernels and copies | " + " | ".join(kinds) +
-                  " | longest kernels |", "|---|---|---|---|---|---|" + "---|" * len(kinds) + "---|"]
+                  "busy; waits: of the profiled steps (each waited for, as a timed step is), the gaps from the "
+                  "step's start on the host to its last kernel in which the device ran nothing, and in brackets "
+                  "the part of them before the host launched the kernel that ends each (the device waiting for "
+                  "the host to launch). Kernels by kind from their names (matmul: cuBLAS, CUTLASS, XLA's GEMM "
+                  "fusions, inductor's templates; optimizer: PyTorch's multi-tensor loops; other: fusions, "
+                  "elementwise, reductions).", "",
+                  "| model | backend | step | busy | idle | waits (before launch) | kernels and copies | " +
+                  " | ".join(kinds) + " | longest kernels |", "|---|---|---|---|---|---|---|" + "---|" * len(kinds) +
+                  "---|"]
         for r in profiled:
             p = r["profile"]
             if "error" in p:
@@ -168,12 +172,19 @@ def write_train(rows: list[dict], card: str, rounds: int, steps: int, tf32: bool
                 continue
             longest = "; ".join(_longest_kernels(p["longest"]))
             lines.append(f"| {r['model']} | {r['backend']} | {r['step_ms']:.2f} | {p['device_busy_ms']:.2f} | "
-                         f"{r['step_ms'] - p['device_busy_ms']:.2f} | {p['device_events']:.0f} | " +
+                         f"{r['step_ms'] - p['device_busy_ms']:.2f} | {_waits_said(p)} | {p['device_events']:.0f} | " +
                          " | ".join(f"{p['ms_by_kind'][k]:.2f}" for k in kinds) + f" | {longest} |")
         lines += ["", "The longest kernels of each kind, ms a step (names cut at 40 characters):", "",
                   "| model | backend | kind | longest kernels |", "|---|---|---|---|"]
         lines += [f"| {r['model']} | {r['backend']} | {kind} | {'; '.join(_longest_kernels(named))} |"
                   for r in profiled for kind, named in r["profile"].get("longest_by_kind", {}).items()]
+        waited = [r for r in profiled if r["profile"].get("longest_waits")]
+        if waited:
+            lines += ["", "The longest waits of the device, ms a step, by the kernels either side (names cut at 40 "
+                      "characters), and how many such gaps a step has:", "",
+                      "| model | backend | after | before | ms | gaps |", "|---|---|---|---|---|---|"]
+            lines += [f"| {r['model']} | {r['backend']} | {w['after'][:40]} | {w['before'][:40]} | {w['ms']:.2f} | "
+                      f"{w['count']:.0f} |" for r in waited for w in r["profile"]["longest_waits"]]
     models = list(dict.fromkeys(r["model"] for r in rows))
     backends = list(dict.fromkeys(r["backend"] for r in rows))
     panels = [("step time (ms)", "step_ms"), ("cold compile (s)", "cold_compile_s")]
@@ -202,8 +213,18 @@ def step_profile_said(profile: dict, step_ms: float) -> str:
         return f"profile failed: {profile['error']}"
     kinds = ", ".join(f"{kind} {ms:.2f}" for kind, ms in profile["ms_by_kind"].items())
     longest = ", ".join(_longest_kernels(profile["longest"]))
-    return (f"device busy {profile['device_busy_ms']:.2f} of the step's {step_ms:.2f} ms, "
+    said = (f"device busy {profile['device_busy_ms']:.2f} of the step's {step_ms:.2f} ms, "
             f"{profile['device_events']:.0f} kernels and copies: {kinds} ms; longest: {longest}")
+    if "idle_ms" in profile:
+        waits = "; ".join(f"{w['after'][:40]} -> {w['before'][:40]} {w['ms']:.2f}" for w in profile["longest_waits"])
+        said += f"\n{'':19s} device waiting {_waits_said(profile)} ms a step; longest: {waits}"
+    return said
+
+
+def _waits_said(profile: dict) -> str:
+    if "idle_ms" not in profile:
+        return "-"
+    return f"{profile['idle_ms']:.2f} ({profile['idle_before_launch_ms']:.2f})"
 
 
 def _longest_kernels(kernels: list[dict]) -> list[str]:
