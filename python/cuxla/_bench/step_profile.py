@@ -103,7 +103,6 @@ def profile_steps(step: Callable[[], object], sync: Callable[[], None], steps: i
     """`summarize` of the events on `device` ("cuda"; "cpu": PyTorch's CPU
     ops, nested ones overlapping) of `steps` steps under PyTorch's profiler,
     each waited for as a timed step is, and on CUDA their `waits`."""
-    import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
