@@ -250,7 +250,7 @@ def test_bench_train_table_says_where_each_steps_device_time_goes(tmp_path):
     assert "| 5.00 (1.00 + 0.50; 1 of 2 graphs cached) |" in table
     assert "| bert | cuxla | 45.00 | 41.50 | 3.50 | 3.25 (2.50) | 900 | 0.00 | 20.00 | 2.00 | 0.50 | 19.00 | " \
            "loop_add_fusion 3.25 |" in table
-    assert "| bert | cuxla | the step's start | loop_add_fusion | 1.50 | 1 |" in table
+    assert "| bert | cuxla | the step's start | loop_add_fusion | 1.50 | 1.0 |" in table
     assert "| bert | inductor | 45.00 | profile failed: RuntimeError: CUPTI is not there |" in table
     profiled = table[table.index("| model | backend | step | busy |"):].split("\n\n")[0].splitlines()[2:]
     assert [line.split(" | ")[1] for line in profiled] == ["cuxla", "inductor"]  # eager's has no profile

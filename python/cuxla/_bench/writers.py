@@ -184,7 +184,7 @@ def write_train(rows: list[dict], card: str, rounds: int, steps: int, tf32: bool
                       "characters), and how many such gaps a step has:", "",
                       "| model | backend | after | before | ms | gaps |", "|---|---|---|---|---|---|"]
             lines += [f"| {r['model']} | {r['backend']} | {w['after'][:40]} | {w['before'][:40]} | {w['ms']:.2f} | "
-                      f"{w['count']:.0f} |" for r in waited for w in r["profile"]["longest_waits"]]
+                      f"{w['count']:.1f} |" for r in waited for w in r["profile"]["longest_waits"]]
     models = list(dict.fromkeys(r["model"] for r in rows))
     backends = list(dict.fromkeys(r["backend"] for r in rows))
     panels = [("step time (ms)", "step_ms"), ("cold compile (s)", "cold_compile_s")]
