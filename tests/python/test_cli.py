@@ -148,6 +148,7 @@ def test_bench_commands_write_a_table_json_and_a_plot(tmp_path):
                                       and r["warm_graphs_from_cache"][0] == r["warm_graphs_from_cache"][1] > 0
                                       and r["xla_op_share"] == 1.0
                                       and r["xla_calls_per_step"] >= 1 and r["lowering_s"] > 0
+                                      and r["imports_s"] > 0 and r["warm_imports_s"] > 0
                                       and (r["warm_peak_gib"] is None) == (r["peak_gib"] is None)
                                       and all(size > 0 for size in r["largest_xla_program_gib"]) for r in cuxla_rows)
             assert [r["tokens_per_s"] > 0 for r in rows if r["model"] == "gpt2"] == [True, True]
@@ -245,7 +246,7 @@ def test_bench_train_table_says_where_each_steps_device_time_goes(tmp_path):
 
     row = {"model": "bert", "size": "base", "step_ms": 45.0, "tokens_per_s": 1000.0, "cold_compile_s": 50.0,
            "warm_compile_s": 5.0, "warm_aot_autograd_s": 1.0, "warm_cuxla_s": 0.5, "warm_graphs_from_cache": [1, 2],
-           "lowering_s": 2.0,
+           "imports_s": 2.5, "warm_imports_s": 2.25, "lowering_s": 2.0,
            "xla_compile_s": 40.0, "peak_gib": 4.0, "warm_peak_gib": 3.9, "largest_xla_program_gib": [1.8, 0.4, 0.6],
            "xla_op_share": 1.0, "xla_calls_per_step": 2.0, "host_ms_in_xla_calls_per_step": 14.0,
            "device_ms_in_xla_per_step": 39.0, "graph_breaks": 0, "first_loss": 10.0, "final_loss": 9.0}
@@ -263,6 +264,8 @@ def test_bench_train_table_says_where_each_steps_device_time_goes(tmp_path):
     table = (tmp_path / "train.md").read_text()
     assert "| 4.00 (3.90); largest program 1.80 + 0.40 + 0.60 |" in table
     assert "| 5.00 (1.00 + 0.50; 1 of 2 graphs cached) |" in table
+    assert "not booked in its compile (s, cold process, warm): bert cuxla 2.50, 2.25; bert inductor 2.50, 2.25; " \
+        "bert eager 2.50, 2.25." in table
     assert "| bert | cuxla | 45.00 | 41.50 | 3.50 | 3.25 (2.50) | 900 | 0.00 | 20.00 | 2.00 | 0.50 | 19.00 | " \
            "loop_add_fusion 3.25 |" in table
     assert "| bert | cuxla | the step's start | loop_add_fusion | 1.50 | 1.0 |" in table

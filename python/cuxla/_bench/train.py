@@ -152,6 +152,9 @@ def _row(model: str, backend: str, child: _Child, report: dict, step_s: float, w
             # executables); the rest is Dynamo's.
             "warm_aot_autograd_s": None if warm is None else warm.started.get("aot_autograd_s"),
             "warm_cuxla_s": None if warm is None else warm.started.get("cuxla_compile_s"),
+            # The one-time imports made before either clock, not booked in a compile.
+            "imports_s": child.started.get("imports_s"),
+            "warm_imports_s": None if warm is None else warm.started.get("imports_s"),
             # Of the warm process's graphs, how many AOTAutograd's cache gave (the others were traced again).
             "warm_graphs_from_cache": None if warm is None else warm.started.get("graphs_from_aot_autograd_cache"),
             # Of the cold process's graphs, how many a cache gave: none, for a compile that is cold.

@@ -139,6 +139,12 @@ def write_train(rows: list[dict], card: str, rounds: int, steps: int, tf32: bool
                      f"{_cell(r['peak_gib'], '.2f')}{peak_detail} | {r['cold_compile_s']:.2f}{split} | "
                      f"{_cell(r['warm_compile_s'], '.2f')}{warm_split} | "
                      f"{share} | {calls} | {r['graph_breaks']} | {r['first_loss']:.4f} -> {r['final_loss']:.4f} |")
+    imported = [r for r in rows if r.get("imports_s") is not None]
+    if imported:
+        lines += ["", "One-time imports made before each process's clock, not booked in its compile (s, cold "
+                  "process, warm): " + "; ".join(
+                      f"{r['model']} {r['backend']} {r['imports_s']:.2f}, {_cell(r['warm_imports_s'], '.2f')}"
+                      for r in imported) + "."]
     phased = [r for r in rows if r.get("peak_gib_by_phase")]
     if phased:
         lines += ["", "Where a step's memory peaks: of one step after the timed rounds, each phase's peak of bytes "
