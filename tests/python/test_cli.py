@@ -149,6 +149,8 @@ def test_bench_commands_write_a_table_json_and_a_plot(tmp_path):
                                       and r["xla_op_share"] == 1.0
                                       and r["xla_calls_per_step"] >= 1 and r["lowering_s"] > 0
                                       and r["imports_s"] > 0 and r["warm_imports_s"] > 0
+                                      and list(r["host_ms_by_phase"]) == ["forward", "backward", "optimizer",
+                                                                          "waiting for the device"]
                                       and (r["warm_peak_gib"] is None) == (r["peak_gib"] is None)
                                       and all(size > 0 for size in r["largest_xla_program_gib"]) for r in cuxla_rows)
             assert [r["tokens_per_s"] > 0 for r in rows if r["model"] == "gpt2"] == [True, True]
@@ -313,6 +315,39 @@ def test_bench_train_splits_a_steps_peak_memory_by_phase(tmp_path):
     assert "| model | backend | forward | backward | optimizer |" in table
     assert "| gpt2 | eager | 3.00 | 4.00 | 1.50 |" in table and "| gpt2 | cuxla | " not in \
         table[table.index("| model | backend | forward"):].split("\n\n")[0]
+
+
+def test_bench_train_splits_a_steps_host_time_by_phase(tmp_path, monkeypatch):
+    # A clock the fake step moves: each phase takes the host its own time and
+    # leaves the device work that the wait after the step takes.
+    pytest.importorskip("torch")
+    from cuxla._bench import train_child, writers
+
+    now, queued = [0.0], [0.0]
+    monkeypatch.setattr(train_child.time, "perf_counter", lambda: now[0])
+
+    def step(at_phase_end):
+        for phase, host_s, device_s in (("forward", 0.002, 0.010), ("backward", 0.003, 0.020),
+                                        ("optimizer", 0.001, 0.004)):
+            now[0] += host_s
+            queued[0] += device_s
+            at_phase_end(phase)
+
+    def sync():  # the device's work left after the host's part of the step
+        now[0] += max(queued[0] - 0.006, 0.0)
+        queued[0] = 0.0
+
+    host = train_child.host_by_phase(step, sync, 3)
+    assert host == pytest.approx({"forward": 2.0, "backward": 3.0, "optimizer": 1.0, "waiting for the device": 28.0})
+    row = {"model": "gpt2", "size": "base", "step_ms": 34.0, "tokens_per_s": None, "cold_compile_s": 20.0,
+           "warm_compile_s": None, "warm_cuxla_s": None, "lowering_s": None, "peak_gib": 4.0,
+           "largest_xla_program_gib": None, "xla_op_share": None, "xla_calls_per_step": None, "graph_breaks": 0,
+           "first_loss": 10.0, "final_loss": 9.0}
+    writers.write_train([{**row, "backend": "cuxla", "host_ms_by_phase": host}, {**row, "backend": "eager"}],
+                        "a test card", 2, 4, False, False, tmp_path)
+    table = (tmp_path / "train.md").read_text()
+    assert "| model | backend | forward | backward | optimizer | waiting for the device |" in table
+    assert "| gpt2 | cuxla | 2.00 | 3.00 | 1.00 | 28.00 |" in table and "| gpt2 | eager | 2.00" not in table
 
 
 def test_a_training_step_says_where_each_phase_ends():

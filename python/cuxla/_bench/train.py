@@ -23,6 +23,7 @@ import tempfile
 from . import writers
 
 
+HOST_TIMED_STEPS = 8  # after the timed rounds: where a step's host time goes, phase by phase
 PROFILED_STEPS = 3  # on a GPU, after the timed rounds: where a step's device time goes (step_profile)
 
 
@@ -95,6 +96,7 @@ def train(models: list[str], backends: dict[str, tuple[str, dict[str, str]]], ro
             for backend, child in children.items():
                 report = child.ask("report")
                 phases = child.ask("phases")
+                host = child.ask(f"host {HOST_TIMED_STEPS}")
                 profile = child.ask(f"profile {PROFILED_STEPS}")
                 child.close()
                 step_s = statistics.median(times[backend])
@@ -106,7 +108,8 @@ def train(models: list[str], backends: dict[str, tuple[str, dict[str, str]]], ro
                     warm_report = warm.ask("report")
                     warm.close()
                 rows.append({**_row(model, backend, child, report, step_s, warm, warm_report),
-                             "peak_gib_by_phase": phases or None, "profile": profile or None})
+                             "peak_gib_by_phase": phases or None, "host_ms_by_phase": host,
+                             "profile": profile or None})
                 _print_row(rows[-1])
                 # The files after each row: a run cut short leaves what it measured.
                 writers.write_train(rows, card, rounds, steps, tf32, one_pool, pathlib.Path(out_dir), quiet=True)
@@ -201,5 +204,8 @@ def _print_row(r: dict) -> None:
     if r.get("peak_gib_by_phase"):
         print(f"  {'':6s} {'':9s} peak by phase: " +
               ", ".join(f"{phase} {gib:.2f} GiB" for phase, gib in r["peak_gib_by_phase"].items()), flush=True)
+    if r.get("host_ms_by_phase"):
+        print(f"  {'':6s} {'':9s} host by phase: " +
+              ", ".join(f"{phase} {ms:.2f}" for phase, ms in r["host_ms_by_phase"].items()) + " ms", flush=True)
     if r.get("profile"):
         print(f"  {'':6s} {'':9s} {writers.step_profile_said(r['profile'], r['step_ms'])}", flush=True)

@@ -4,7 +4,7 @@ peak memory its own. Steered over stdin by `train.py`; each command is
 answered with one JSON line on stdout.
 
     python -m cuxla._bench.train_child MODEL BACKEND SIZE PRECISION   (PRECISION: float32 or tf32)
-    (answers the first step's time, then)  run N | report | profile N | exit
+    (answers the first step's time, then)  run N | report | phases | host N | profile N | exit
 """
 from __future__ import annotations
 
@@ -83,6 +83,8 @@ def main(model_name: str, backend: str, size: str, precision: str) -> int:
             _answer(_report(backend, cuda, calls_before, timed_steps))
         elif command == "phases":  # after the report: this step is not among those it counts
             _answer(memory_by_phase(step, sync, *_peak_readers(backend)) if cuda else {})
+        elif command == "host":  # after the report: these steps are not among those it counts
+            _answer(host_by_phase(step, sync, int(argument[0])))
         elif command == "profile":  # after the report: these steps are not among those it counts
             _answer(_profile(step, sync, int(argument[0])) if cuda else {})
         elif command == "exit":
@@ -107,6 +109,26 @@ def memory_by_phase(step, sync, peak, reset) -> dict:
     reset()
     step(at_phase_end)
     return peaks
+
+
+def host_by_phase(step, sync, steps: int) -> dict:
+    """Where the host's time of a step goes (ms, medians over `steps` steps,
+    each started with the device idle): each phase's, from the host's
+    return of the last to its own (no wait for the device inside a step),
+    and then the wait for the device to finish the step's work. A wait near
+    zero: the host, not the device, set the step's pace."""
+    import statistics
+
+    taken: dict[str, list[float]] = {}
+    for _ in range(steps):
+        sync()
+        ends = [("start", time.perf_counter())]
+        step(lambda phase: ends.append((phase, time.perf_counter())))
+        sync()
+        ends.append(("waiting for the device", time.perf_counter()))
+        for (_, before), (phase, end) in zip(ends, ends[1:]):
+            taken.setdefault(phase, []).append(1e3 * (end - before))
+    return {phase: statistics.median(ms) for phase, ms in taken.items()}
 
 
 def _peak_readers(backend: str) -> tuple:

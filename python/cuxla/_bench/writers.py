@@ -155,6 +155,18 @@ def write_train(rows: list[dict], card: str, rounds: int, steps: int, tf32: bool
         lines += [f"| {r['model']} | {r['backend']} | " +
                   " | ".join(f"{r['peak_gib_by_phase'][phase]:.2f}" for phase in _models.PHASES) + " |"
                   for r in phased]
+    timed = [r for r in rows if r.get("host_ms_by_phase")]
+    if timed:
+        phases = list(dict.fromkeys(phase for r in timed for phase in r["host_ms_by_phase"]))
+        lines += ["", "Where a step's host time goes: of steps after the timed rounds, each started with the device "
+                  "idle, the host's ms in each phase (to the loss; the backward; the optimizer's step; the zeroing "
+                  "of the gradients is the forward's), none waiting for the device, then its wait for the device to "
+                  "finish the step (medians). A wait near zero: the host set the step's pace, the device waited "
+                  "for it.", "",
+                  "| model | backend | " + " | ".join(phases) + " |", "|---|---|" + "---|" * len(phases)]
+        lines += [f"| {r['model']} | {r['backend']} | " +
+                  " | ".join(_cell(r["host_ms_by_phase"].get(phase), ".2f") for phase in phases) + " |"
+                  for r in timed]
     profiled = [r for r in rows if r.get("profile")]
     if profiled:
         kinds = [*step_profile.KINDS, step_profile.OTHER]
