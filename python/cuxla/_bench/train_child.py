@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -113,12 +114,10 @@ def memory_by_phase(step, sync, peak, reset) -> dict:
 
 def host_by_phase(step, sync, steps: int) -> dict:
     """Where the host's time of a step goes (ms, medians over `steps` steps,
-    each started with the device idle): each phase's, from the host's
-    return of the last to its own (no wait for the device inside a step),
-    and then the wait for the device to finish the step's work. A wait near
-    zero: the host, not the device, set the step's pace."""
-    import statistics
-
+    each started with the device idle): each phase's, from the end of the
+    one before (no wait for the device inside a step), then the wait for the
+    device to finish the step's work. A wait near zero: the host, not the
+    device, set the step's pace."""
     taken: dict[str, list[float]] = {}
     for _ in range(steps):
         sync()
