@@ -141,8 +141,8 @@ def write_train(rows: list[dict], card: str, rounds: int, steps: int, tf32: bool
                      f"{share} | {calls} | {r['graph_breaks']} | {r['first_loss']:.4f} -> {r['final_loss']:.4f} |")
     imported = [r for r in rows if r.get("imports_s") is not None]
     if imported:
-        lines += ["", "One-time imports made before each process's clock, not booked in its compile (s, cold "
-                  "process, warm): " + "; ".join(
+        lines += ["", "One-time imports and set-up (cuxla's client) made before each process's clock, not booked in "
+                  "its compile (s, cold process, warm): " + "; ".join(
                       f"{r['model']} {r['backend']} {r['imports_s']:.2f}, {_cell(r['warm_imports_s'], '.2f')}"
                       for r in imported) + "."]
     phased = [r for r in rows if r.get("peak_gib_by_phase")]
