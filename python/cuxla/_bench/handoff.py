@@ -175,47 +175,99 @@ func.func public @main(%x: tensor<{n}xf32>) -> tensor<{n}xf32> {{
 
 _ROUNDS = 5
 
+# A model's call: BERT-base hands XLA 199 weights and gets 199 gradients back.
+MODEL_TENSORS = 200
+
+
+def _add_one_to_each(count: int, n: int) -> str:
+    """A program of `count` float32[n] parameters, each returned plus one."""
+    t = f"tensor<{n}xf32>"
+    params = ", ".join(f"%x{i}: {t}" for i in range(count))
+    adds = "\n".join(f"  %r{i} = stablehlo.add %x{i}, %one : {t}" for i in range(count))
+    return (f"func.func public @main({params}) -> ({', '.join([t] * count)}) {{\n"
+            f"  %one = stablehlo.constant dense<1.0> : {t}\n{adds}\n"
+            f"  return {', '.join(f'%r{i}' for i in range(count))} : {', '.join([t] * count)}\n}}\n")
+
 
 def _program_overhead(client, ct, torch, device, sync, jax, budget_s) -> list[dict]:
     """torch -> XLA program -> torch: cuxla.torch.call against the bare execute
-    on imported Arrays, and the same through JAX."""
+    on imported Arrays, and the same through JAX; for one tensor, and for a
+    model's count of them."""
     n = 1 << 18  # 1 MiB of float32
     t = torch.ones(n, device=device)
     exe = cuxla.compile(ADD_ONE.format(n=n), client=client)
     a = cuxla.from_dlpack(t)
     cases = {
-        "execute on Arrays (bare)": lambda: exe(a),
-        "cuxla.torch.call (torch -> torch)": lambda: ct.call(exe, t),
+        "execute on Arrays (bare)": (lambda: exe(a), None),
+        "cuxla.torch.call (torch -> torch)": (lambda: ct.call(exe, t), None),
         # Its view of t is kept from call to call; a tensor it has not seen
         # costs a new view (the t.view(n) that makes one is timed too).
-        "  cuxla.torch.call, a new tensor object each call": lambda: ct.call(exe, t.view(n)),
+        "  cuxla.torch.call, a new tensor object each call": (lambda: ct.call(exe, t.view(n)), None),
         # Where the overhead of a call on new tensors goes: the view, or the export.
-        "  part: execute on a fresh import": lambda: exe(t),
-        "  part: execute, export the output": lambda: ct.to_torch(exe(a)[0]),
+        "  part: execute on a fresh import": (lambda: exe(t), None),
+        "  part: execute, export the output": (lambda: ct.to_torch(exe(a)[0]), None),
     }
     if jax is not None:
         jitted = jax.jit(lambda x: x + 1.0)
         cases["JAX: from_dlpack -> jit -> torch.from_dlpack"] = (
-            lambda: torch.from_dlpack(jitted(jax.dlpack.from_dlpack(t))))
-    print("\ntorch -> XLA program (x + 1, 1 MiB) -> torch; host µs per call: back to back (the GPU "
-          f"still busy with the calls before), from an idle GPU, and to completion; the cases take "
-          f"turns in {_ROUNDS} rounds, so that a drift of the machine's speed weighs on all alike")
-    modes = {"dispatch": {}, "idle": {"prepare": sync}, "complete": {"sync": sync}}
-    samples = {(name, mode): [] for name in cases for mode in modes}
-    for _ in range(_ROUNDS):
-        for mode, how in modes.items():
-            for name, call in cases.items():
-                samples[name, mode] += _time(call, how.get("sync", lambda: None), budget_s / _ROUNDS,
-                                             3000 // _ROUNDS, prepare=how.get("prepare"))
-    rows = []
-    for name in cases:
-        dispatch, idle, complete = (_percentiles(samples[name, mode]) for mode in modes)
-        rows.append({"method": name, "bytes": n * 4, "p50_us": dispatch[0] * 1e6, "p90_us": dispatch[1] * 1e6,
-                     "idle_p50_us": idle[0] * 1e6, "complete_p50_us": complete[0] * 1e6, "program": True})
-        print(f"  {name:46s} back to back p50 {_fmt_us(dispatch[0])}  p90 {_fmt_us(dispatch[1])}   "
-              f"idle GPU p50 {_fmt_us(idle[0])}   complete p50 {_fmt_us(complete[0])}", flush=True)
+            lambda: torch.from_dlpack(jitted(jax.dlpack.from_dlpack(t))), None)
+    print("\ntorch -> XLA program -> torch; host µs per call: back to back (the GPU still busy with the "
+          f"calls before), from an idle GPU, and to completion; the cases take turns in {_ROUNDS} rounds, "
+          "so that a drift of the machine's speed weighs on all alike")
+    rows = _calls_taking_turns("x + 1, 1 MiB", cases, sync, budget_s)
     bare, call_row = rows[0], rows[1]
     print(f"  cuxla.torch.call / bare execute = {call_row['p50_us'] / bare['p50_us']:.2f}x back to back, "
           f"{call_row['idle_p50_us'] / bare['idle_p50_us']:.2f}x from an idle GPU "
           + ("(target <= 1.2x)" if device == "cuda" else "(GPU target <= 1.2x: n/a on cpu)"))
+
+    # A training step's calls: the weights are the same tensors from step to
+    # step (their views kept), the activations saved for the backward new ones.
+    n = 1024
+    weights = [torch.ones(n, device=device) for _ in range(MODEL_TENSORS)]
+    exe = cuxla.compile(_add_one_to_each(MODEL_TENSORS, n), client=client)
+    arrays = [cuxla.from_dlpack(w) for w in weights]
+    activations: list = []
+
+    def new_activations() -> None:  # untimed: PyTorch's making of the tensors is not the call's
+        activations[:] = [w.view(n) for w in weights]
+
+    new_activations()  # for the warm-up calls
+
+    cases = {
+        "execute on Arrays (bare)": (lambda: exe(*arrays), None),
+        "cuxla.torch.call, the same tensors (weights)": (lambda: ct.call(exe, *weights), None),
+        "cuxla.torch.call, new tensors (activations)": (lambda: ct.call(exe, *activations), new_activations),
+    }
+    if jax is not None:
+        jitted_all = jax.jit(lambda *xs: [x + 1.0 for x in xs])
+        own = [jax.numpy.ones(n, device=jax.devices("gpu" if device == "cuda" else "cpu")[0])
+               for _ in range(MODEL_TENSORS)]
+        cases["JAX: jit on its own arrays"] = (lambda: jitted_all(*own), None)
+    program = f"{MODEL_TENSORS} tensors in, {MODEL_TENSORS} out (4 KiB each)"
+    many = _calls_taking_turns(program, cases, sync, budget_s)
+    for row in many[1:]:
+        print(f"  {row['method']}: {(row['p50_us'] - many[0]['p50_us']) / MODEL_TENSORS:.2f} µs a tensor "
+              "over the bare execute, back to back")
+    return rows + many
+
+
+def _calls_taking_turns(program: str, cases: dict, sync, budget_s: float) -> list[dict]:
+    """Each case's (call, untimed preparation) timed back to back, from an
+    idle device and to completion, the cases taking turns; a row each."""
+    print(f"{program}:")
+    modes = {"dispatch": (None, None), "idle": (sync, None), "complete": (None, sync)}
+    samples = {(name, mode): [] for name in cases for mode in modes}
+    for _ in range(_ROUNDS):
+        for mode, (idle_first, wait) in modes.items():
+            for name, (call, prepare) in cases.items():
+                steps = [step for step in (prepare, idle_first) if step is not None]
+                samples[name, mode] += _time(call, wait or (lambda: None), budget_s / _ROUNDS, 3000 // _ROUNDS,
+                                             prepare=(lambda: [step() for step in steps]) if steps else None)
+    rows = []
+    for name in cases:
+        dispatch, idle, complete = (_percentiles(samples[name, mode]) for mode in modes)
+        rows.append({"method": name, "program": program, "p50_us": dispatch[0] * 1e6, "p90_us": dispatch[1] * 1e6,
+                     "idle_p50_us": idle[0] * 1e6, "complete_p50_us": complete[0] * 1e6})
+        print(f"  {name:46s} back to back p50 {_fmt_us(dispatch[0])}  p90 {_fmt_us(dispatch[1])}   "
+              f"idle GPU p50 {_fmt_us(idle[0])}   complete p50 {_fmt_us(complete[0])}", flush=True)
     return rows

@@ -50,13 +50,12 @@ def write_handoff(rows: list[dict], sizes: list[int], card: str, cuda: bool, out
         cells = {r["bytes"]: r for r in handoffs if r["method"] == m}
         lines.append(f"| {m} | " + " | ".join(
             f"{cells[s]['p50_us']:.1f} / {cells[s]['p90_us']:.1f}" for s in sizes) + " |")
-    lines += ["", "| torch -> program -> torch (1 MiB) | back to back p50 µs | p90 µs | idle GPU p50 µs | "
-                  "to completion p50 µs |",
-              "|---|---|---|---|---|"]
-    for r in rows:
-        if r.get("program"):
-            lines.append(f"| {r['method']} | {r['p50_us']:.1f} | {r['p90_us']:.1f} | {r['idle_p50_us']:.1f} | "
-                         f"{r['complete_p50_us']:.1f} |")
+    for program in dict.fromkeys(r["program"] for r in rows if r.get("program")):
+        lines += ["", f"| torch -> program -> torch ({program}) | back to back p50 µs | p90 µs | idle GPU p50 µs | "
+                      "to completion p50 µs |",
+                  "|---|---|---|---|---|"]
+        lines += [f"| {r['method']} | {r['p50_us']:.1f} | {r['p90_us']:.1f} | {r['idle_p50_us']:.1f} | "
+                  f"{r['complete_p50_us']:.1f} |" for r in rows if r.get("program") == program]
     fig, ax = pyplot().subplots(figsize=(9, 5.5))
     for m in methods:
         points = sorted((r["bytes"], r["p50_us"]) for r in handoffs if r["method"] == m)
