@@ -1,6 +1,7 @@
 // python/bindings/calls.cc — PrepareCall, and call_with (cuxla.torch.call's
 // fast path): a call on a framework's tensors, its outputs handed back as
-// that framework's tensors, the views of tensors given again kept.
+// that framework's tensors, the views of tensors given again kept, and
+// tensors of XLA's own exported buffers read through those buffers.
 #include "calls.h"
 
 #include <memory>
@@ -19,10 +20,11 @@ namespace {
 
 using namespace nb::literals;
 
-// The view cuxla.torch.call keeps of `object`, a tensor of `api`'s type
-// (call_views.h), for an execution on `target`: the one kept, or one made
-// now and kept; null when `object` is not one to keep a view of.
-std::shared_ptr<const Array> FindOrKeepCallView(nb::handle object, const DLPackExchangeAPI* api,
+// The Array a call reads `object`, a tensor of `api`'s type, through
+// without a new import, for an execution on `target`: the view kept of it
+// (call_views.h), the Array of XLA's own buffer it is an export of, or a
+// view made now and kept; null when it is none of these.
+std::shared_ptr<const Array> ArrayWithoutImport(nb::handle object, const DLPackExchangeAPI* api,
                                                 const ImportTarget& target, pjrt::ExecutionImports* batch) {
   if (api->dltensor_from_py_object_no_sync == nullptr) return nullptr;
   DLTensor now;
@@ -36,10 +38,15 @@ std::shared_ptr<const Array> FindOrKeepCallView(nb::handle object, const DLPackE
     OrderAfterProducer(api, state, now.device, batch, options);
     return kept;
   }
-  // A kept view is ordered after the producer anew by each execution through
-  // XLA's compute stream (known for good once probed); without it, only at
-  // its making.
+  // Both are ordered after the producer anew by each execution through XLA's
+  // compute stream (known for good once probed); without it, a view only at
+  // its making, an export's buffer never.
   if (now.device.device_type == kDLCUDA && state.compute_stream(*target.device).stream == 0) return nullptr;
+  if (std::optional<Array> exported = interop::LiveExportOf(now, state, *target.device)) {
+    interop::ImportOptions options;
+    OrderAfterProducer(api, state, now.device, batch, options);
+    return std::make_shared<const Array>(std::move(*exported));
+  }
   if (!SeenBefore(object, now)) return nullptr;
   TensorDescription described(now);  // `now` may not outlive the Python code below
   // The view holds an alias of the tensor, not the tensor: while anything
@@ -75,9 +82,9 @@ Executable::Call PrepareCall(const Executable& executable, const nb::args& args,
       if (!PyCapsule_CheckExact(arg.ptr()) && api == nullptr && !nb::hasattr(arg, "__dlpack__"))
         throw nb::type_error(("argument " + std::to_string(index) + " is a " + nb::type_name(arg.type()).c_str() +
                               ", neither a cuxla.Array nor a DLPack tensor").c_str());
-      if (std::shared_ptr<const Array> view =
-              keep_views && api != nullptr ? FindOrKeepCallView(arg, api, target, &batch) : nullptr) {
-        arrays.push_back(kept.emplace_back(std::move(view)).get());
+      if (std::shared_ptr<const Array> known =
+              keep_views && api != nullptr ? ArrayWithoutImport(arg, api, target, &batch) : nullptr) {
+        arrays.push_back(kept.emplace_back(std::move(known)).get());
       } else {
         imported.push_back(ImportObject(arg, target, std::nullopt, &batch));
         arrays.push_back(nullptr);  // filled in below: `imported` may still grow

@@ -1,6 +1,9 @@
 #include "interop/export.h"
 
+#include <algorithm>
+#include <mutex>
 #include <new>
+#include <unordered_map>
 #include <vector>
 
 #include "interop/dtype.h"
@@ -11,14 +14,27 @@ namespace {
 
 using pjrt::CompactStrides;
 
+// The Arrays of XLA's own buffers exported and not yet let go of, by the
+// address their tensors hand out. Never destroyed: deleters may run at exit.
+struct LiveExports {
+  std::mutex mutex;
+  std::unordered_map<const void*, const Array*> by_address;  // the latest export of an address
+};
+
+LiveExports& Live() {
+  static auto* live = new LiveExports();
+  return *live;
+}
+
 // One allocation per export: the managed tensor, the reference that keeps
-// the buffer alive, then the shape and strides.
+// the buffer alive, the Array, then the shape and strides.
 template <class Managed>
 struct Exported {
   Managed managed;  // first: the deleter is handed a pointer to it
   Array::ExternalReference reference;
+  Array source;
 
-  explicit Exported(const Array& array) : managed{}, reference(array) {}
+  explicit Exported(const Array& array) : managed{}, reference(array), source(array) {}
 
   int64_t* shape() noexcept { return reinterpret_cast<int64_t*>(this + 1); }
 
@@ -49,6 +65,11 @@ struct Exported {
     t.byte_offset = 0;
     exported->managed.manager_ctx = exported;
     exported->managed.deleter = &Delete;
+    if (!array.is_view()) {  // a view's memory is its producer's: an import of it is a view again
+      LiveExports& live = Live();
+      const std::lock_guard lock(live.mutex);
+      live.by_address[t.data] = &exported->source;
+    }
     return &exported->managed;
   }
 
@@ -56,6 +77,12 @@ struct Exported {
   // from any thread, without the GIL.
   static void Delete(Managed* managed) noexcept {
     auto* exported = static_cast<Exported*>(managed->manager_ctx);
+    {
+      LiveExports& live = Live();
+      const std::lock_guard lock(live.mutex);
+      const auto it = live.by_address.find(exported->reference.data());
+      if (it != live.by_address.end() && it->second == &exported->source) live.by_address.erase(it);
+    }
     exported->~Exported();
     ::operator delete(exported);
   }
@@ -78,6 +105,24 @@ void OrderConsumer(const Array& array, std::optional<intptr_t> consumer_stream) 
   } else if (consumer_stream) {
     array.WaitUntilReadyOnStream(*consumer_stream);
   }
+}
+
+std::optional<Array> LiveExportOf(const DLTensor& tensor, const ClientState& state, const Device& device) {
+  if (tensor.byte_offset != 0 || tensor.strides == nullptr) return std::nullopt;
+  LiveExports& live = Live();
+  const std::lock_guard lock(live.mutex);
+  const auto it = live.by_address.find(tensor.data);
+  if (it == live.by_address.end()) return std::nullopt;
+  const Array& array = *it->second;
+  const DLDataType dtype = ToDLDataType(array.dtype());
+  const size_t rank = array.dims().size();
+  if (array.state().get() != &state || &array.device() != &device || tensor.dtype.code != dtype.code ||
+      tensor.dtype.bits != dtype.bits || tensor.dtype.lanes != dtype.lanes ||
+      static_cast<size_t>(tensor.ndim) != rank || !std::equal(array.dims().begin(), array.dims().end(), tensor.shape))
+    return std::nullopt;
+  const std::vector<int64_t> strides = CompactStrides(array.dims(), array.layout());
+  if (!std::equal(strides.begin(), strides.end(), tensor.strides)) return std::nullopt;
+  return array;
 }
 
 DLManagedTensorVersioned* ExportDLPack(const Array& array) {

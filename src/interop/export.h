@@ -1,5 +1,6 @@
 // interop/export.h — cuxla Arrays -> DLPack tensors aliasing the XLA buffer,
-// valid until their deleter runs, whatever happens to the Array.
+// valid until their deleter runs, whatever happens to the Array; and the
+// Arrays behind the live ones.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,13 @@ void OrderConsumer(const Array& array, std::optional<intptr_t> consumer_stream);
 DLManagedTensorVersioned* ExportDLPack(const Array& array);
 // The same as a legacy (unversioned) tensor, for consumers older than DLPack 1.0.
 DLManagedTensor* ExportLegacyDLPack(const Array& array);
+
+// The Array a live export of one of XLA's own buffers was made of, when
+// `tensor` reads exactly its memory (its address, dtype, shape and strides)
+// on `device` of `state`'s client; else nullopt. A tensor handed back (an
+// activation saved for the backward) is then read through its buffer, not
+// a new view. Callable from any thread.
+std::optional<Array> LiveExportOf(const DLTensor& tensor, const ClientState& state, const Device& device);
 
 // The DLPack device of `device`, and of `array`'s.
 DLDevice DLDeviceOf(const Device& device);

@@ -656,6 +656,79 @@ TEST(ExportTest, ExportedTensorImportsBackAfterTheArrayIsDeleted) {
   EXPECT_EQ(Download<float>(back), Iota(6));
 }
 
+// ------------------------------------------------------ live exports
+
+// `tensor` as read by LiveExportOf on `array`'s device and client.
+std::optional<Array> LiveExportOfOn(const DLTensor& tensor, const Array& array) {
+  return interop::LiveExportOf(tensor, *array.state(), array.device());
+}
+
+TYPED_TEST(ExportFormatTest, LiveExportIsTheArraysOwnBufferUntilLetGoOf) {
+  Array array = ReadyMatrix();
+  PJRT_Buffer* const buffer = array.buffer();
+  TypeParam* managed = Export<TypeParam>(array);
+  // The tensor as a consumer reads it, kept apart from the export's own block.
+  Ints shape(managed->dl_tensor.shape, managed->dl_tensor.shape + 2);
+  Ints strides(managed->dl_tensor.strides, managed->dl_tensor.strides + 2);
+  DLTensor tensor = managed->dl_tensor;
+  tensor.shape = shape.data();
+  tensor.strides = strides.data();
+  const Array other = ReadyMatrix();  // same client and device: what LiveExportOf is asked on
+  array.Delete();  // the export holds the buffer on its own
+  std::optional<Array> found = LiveExportOfOn(tensor, other);
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->buffer(), buffer);
+  EXPECT_FALSE(found->is_view());
+  EXPECT_EQ(found->dims(), (Ints{2, 3}));
+  managed->deleter(managed);
+  EXPECT_FALSE(LiveExportOfOn(tensor, other).has_value()) << "an export let go of is still found";
+  EXPECT_EQ(Download<float>(*found), Iota(6));  // the Array found holds the buffer on its own
+}
+
+TEST(ExportTest, LiveExportIsNotFoundForAnotherReadingOfItsMemory) {
+  const Array array = ReadyMatrix();
+  DLManagedTensorVersioned* managed = interop::ExportDLPack(array);
+  const DLTensor exported = managed->dl_tensor;
+  ASSERT_TRUE(LiveExportOfOn(exported, array).has_value());
+  int64_t transposed_shape[] = {3, 2}, transposed_strides[] = {1, 3}, flat_shape[] = {6}, flat_strides[] = {1};
+  std::vector<DLTensor> others(5, exported);
+  others[0].shape = transposed_shape, others[0].strides = transposed_strides;
+  others[1].ndim = 1, others[1].shape = flat_shape, others[1].strides = flat_strides;
+  others[2].dtype = DLDataType{kDLInt, 32, 1};
+  others[3].byte_offset = 4;
+  others[4].strides = nullptr;  // said compact, yet not said how: taken as any other import
+  for (const DLTensor& other : others) EXPECT_FALSE(LiveExportOfOn(other, array).has_value());
+  managed->deleter(managed);
+}
+
+TEST(ExportTest, ViewsAreNotLiveExports) {
+  const DeviceMemory memory(Iota(6), DType::kFloat32);
+  Tensor tensor(memory.data(), memory.device(), Float32(), {2, 3}, {3, 1});
+  const Array view = Import(tensor.get(), CopyPolicy::kNever);
+  DLManagedTensorVersioned* managed = interop::ExportDLPack(view);
+  EXPECT_FALSE(LiveExportOfOn(managed->dl_tensor, view).has_value());
+  managed->deleter(managed);
+}
+
+TEST(ExportTest, LiveExportsAreFoundWhileOthersComeAndGo) {
+  // Exports made and let go of on several threads at once, each found by its own address.
+  std::vector<std::thread> threads;
+  std::atomic<int> missed{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&missed] {
+      for (int i = 0; i < 200; ++i) {
+        const Array array = ReadyMatrix();
+        DLManagedTensorVersioned* managed = interop::ExportDLPack(array);
+        std::optional<Array> found = LiveExportOfOn(managed->dl_tensor, array);
+        if (!found || found->buffer() != array.buffer()) ++missed;
+        managed->deleter(managed);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(missed.load(), 0);
+}
+
 TEST(ExportTest, TransposedViewExportsColumnMajorStrides) {
   const DeviceMemory memory(Iota(6), DType::kFloat32);
   Tensor tensor(memory.data(), memory.device(), Float32(), {3, 2}, {1, 3});

@@ -198,6 +198,24 @@ def test_a_kept_view_waits_for_torch_at_every_call(ordering_client):
     assert _cuxla.call_view_count() == kept + (2 if compute_stream else 0)
 
 
+def test_an_output_given_back_waits_for_torch_at_every_call(ordering_client):
+    # An output of XLA's handed back to a call is read through XLA's own
+    # buffer (on the compute-stream route): PyTorch's writes to it since it
+    # was made must still be waited for.
+    add = cuxla.compile(ADD, client=ordering_client)
+    y = torch.zeros(ROWS, COLS, device="cuda")
+    (x,) = ct.call(add, y, y)
+
+    def right(trial):
+        torch.cuda._sleep(200_000)
+        x.fill_(float(trial))
+        (out,) = ct.call(add, x, y)
+        return bool((out == trial).all().item())
+
+    wrong = _wrong_in(TRIALS, right)
+    assert wrong == 0, f"{wrong} of {TRIALS} calls read an output of XLA's before PyTorch's write"
+
+
 def test_cuda_tensor_lands_on_its_local_hardware_id(cuda_client):
     for index in range(torch.cuda.device_count()):
         t = torch.ones(4, device=f"cuda:{index}")

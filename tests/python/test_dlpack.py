@@ -349,6 +349,30 @@ def test_call_keeps_one_view_per_tensor_while_its_memory_stays(client, tdev):
     assert _cuxla.call_view_count() == 0
 
 
+def test_an_output_given_back_to_a_call_is_read_in_place(client, tdev):
+    # An output of one call given to the next (an activation saved for the
+    # backward) is read through XLA's own buffer, no view of it made or kept:
+    # PyTorch's writes to it are seen, and another reading of its memory (a
+    # reshape) reads right.
+    add = cuxla.compile(_ELEMENTWISE.format(n=6, t="f32", op="add"), client=client)
+    add_matrices = cuxla.compile(_ELEMENTWISE.format(n="2x3", t="f32", op="add"), client=client)
+    one = torch.ones(6, device=tdev)
+    kept = _cuxla.call_view_count()
+    (out,) = ct.call(add, torch.arange(6.0, device=tdev), one)
+    (twice,) = ct.call(add, out, out)
+    assert torch.equal(twice.cpu(), 2 * torch.arange(1.0, 7.0))
+    out.mul_(10.0)
+    for _ in range(3):
+        (again,) = ct.call(add, out, one)
+        assert torch.equal(again.cpu(), 10 * torch.arange(1.0, 7.0) + 1)
+    (matrix,) = ct.call(add_matrices, out.view(2, 3), torch.ones(2, 3, device=tdev))
+    assert torch.equal(matrix.cpu(), (10 * torch.arange(1.0, 7.0) + 1).view(2, 3))
+    # `one`, PyTorch's, is kept (where views are kept at all: not on CUDA's
+    # ready-stream route); `out`, seen five times, is not.
+    keeps_views = tdev == "cpu" or bool(client._compute_stream(client.devices()[0])[0])
+    assert _cuxla.call_view_count() == kept + keeps_views
+
+
 def test_calls_on_fresh_tensors_keep_no_views_of_dead_ones(client, tdev):
     add = cuxla.compile(_ELEMENTWISE.format(n=6, t="f32", op="add"), client=client)
     kept = _cuxla.call_view_count()
