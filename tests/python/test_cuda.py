@@ -177,34 +177,17 @@ def test_call_round_trip_on_the_current_stream(cuda_client):
             assert bool((out == trial).all().item())
 
 
-def test_a_kept_view_waits_for_torch_at_every_call(ordering_client):
-    # cuxla.torch.call keeps the view of a tensor it is given again (on the
-    # compute-stream route; the ready-stream route makes a view per call):
-    # each call must still wait for PyTorch's writes to it since the last.
+@pytest.mark.parametrize("made_by", ["torch", "xla"])
+def test_a_tensor_given_again_waits_for_torch_at_every_call(ordering_client, made_by):
+    # cuxla.torch.call reads a tensor it is given again without a new
+    # import: PyTorch's through the view it keeps (on the compute-stream
+    # route; the ready-stream route makes a view per call), an output of
+    # XLA's through XLA's own buffer. Each call must still wait for
+    # PyTorch's writes to it since the last.
     add = cuxla.compile(ADD, client=ordering_client)
-    x = torch.zeros(ROWS, COLS, device="cuda")
-    y = torch.zeros(ROWS, COLS, device="cuda")
     kept = _cuxla.call_view_count()
-
-    def right(trial):
-        torch.cuda._sleep(200_000)
-        x.fill_(float(trial))
-        (out,) = ct.call(add, x, y)
-        return bool((out == trial).all().item())
-
-    wrong = _wrong_in(TRIALS, right)
-    assert wrong == 0, f"{wrong} of {TRIALS} calls read a kept view before PyTorch's write"
-    compute_stream, _ = ordering_client._compute_stream(ordering_client.devices()[0])
-    assert _cuxla.call_view_count() == kept + (2 if compute_stream else 0)
-
-
-def test_an_output_given_back_waits_for_torch_at_every_call(ordering_client):
-    # An output of XLA's handed back to a call is read through XLA's own
-    # buffer (on the compute-stream route): PyTorch's writes to it since it
-    # was made must still be waited for.
-    add = cuxla.compile(ADD, client=ordering_client)
     y = torch.zeros(ROWS, COLS, device="cuda")
-    (x,) = ct.call(add, y, y)
+    x = torch.zeros(ROWS, COLS, device="cuda") if made_by == "torch" else ct.call(add, y, y)[0]
 
     def right(trial):
         torch.cuda._sleep(200_000)
@@ -213,7 +196,10 @@ def test_an_output_given_back_waits_for_torch_at_every_call(ordering_client):
         return bool((out == trial).all().item())
 
     wrong = _wrong_in(TRIALS, right)
-    assert wrong == 0, f"{wrong} of {TRIALS} calls read an output of XLA's before PyTorch's write"
+    assert wrong == 0, f"{wrong} of {TRIALS} calls read {made_by}'s tensor before PyTorch's write"
+    compute_stream, _ = ordering_client._compute_stream(ordering_client.devices()[0])
+    views = 2 if made_by == "torch" else 1  # XLA's output is read through its own buffer: no view
+    assert _cuxla.call_view_count() == kept + (views if compute_stream else 0)
 
 
 def test_cuda_tensor_lands_on_its_local_hardware_id(cuda_client):
