@@ -1,9 +1,10 @@
 // python/bindings/call_views.cc — the table of kept call views, each dropped when its tensor dies.
 #include "call_views.h"
 
-#include <algorithm>
 #include <unordered_map>
 #include <utility>
+
+#include "interop/export.h"
 
 namespace cuxla::bindings {
 namespace {
@@ -87,13 +88,9 @@ TensorDescription::TensorDescription(const DLTensor& tensor)
                                         : std::vector<int64_t>()) {}
 
 bool TensorDescription::Describes(const DLTensor& tensor) const noexcept {
-  const size_t rank = static_cast<size_t>(tensor.ndim);
-  return tensor.data == data && tensor.byte_offset == byte_offset && tensor.device.device_type == device.device_type &&
-         tensor.device.device_id == device.device_id && tensor.dtype.code == dtype.code &&
-         tensor.dtype.bits == dtype.bits && tensor.dtype.lanes == dtype.lanes && rank == shape.size() &&
-         std::equal(shape.begin(), shape.end(), tensor.shape) &&
-         (tensor.strides == nullptr ? strides.empty()
-                                    : strides.size() == rank && std::equal(strides.begin(), strides.end(), tensor.strides));
+  DLTensor described{data, device, static_cast<int32_t>(shape.size()), dtype, const_cast<int64_t*>(shape.data()),
+                     strides.empty() ? nullptr : const_cast<int64_t*>(strides.data()), byte_offset};
+  return interop::SameReading(described, tensor);
 }
 
 std::shared_ptr<const Array> FindCallView(nb::handle tensor, const DLTensor& now, const ClientState& state,

@@ -14,11 +14,18 @@ namespace {
 
 using pjrt::CompactStrides;
 
-// The Arrays of XLA's own buffers exported and not yet let go of, by the
-// address their tensors hand out. Never destroyed: deleters may run at exit.
+// An export of XLA's own buffer not yet let go of: its Array, and its tensor
+// (shape and strides in the export's own block).
+struct LiveExport {
+  const Array* array;
+  const DLTensor* tensor;
+};
+
+// Every live export, by the address its tensor hands out. Never destroyed:
+// deleters may run at exit.
 struct LiveExports {
   std::mutex mutex;
-  std::unordered_map<const void*, const Array*> by_address;  // the latest export of an address
+  std::unordered_map<const void*, LiveExport> by_address;  // the latest export of an address
 };
 
 LiveExports& Live() {
@@ -68,7 +75,7 @@ struct Exported {
     if (!array.is_view()) {  // a view's memory is its producer's: an import of it is a view again
       LiveExports& live = Live();
       const std::lock_guard lock(live.mutex);
-      live.by_address[t.data] = &exported->source;
+      live.by_address[t.data] = LiveExport{&exported->source, &t};
     }
     return &exported->managed;
   }
@@ -81,7 +88,7 @@ struct Exported {
       LiveExports& live = Live();
       const std::lock_guard lock(live.mutex);
       const auto it = live.by_address.find(exported->reference.data());
-      if (it != live.by_address.end() && it->second == &exported->source) live.by_address.erase(it);
+      if (it != live.by_address.end() && it->second.array == &exported->source) live.by_address.erase(it);
     }
     exported->~Exported();
     ::operator delete(exported);
@@ -107,21 +114,22 @@ void OrderConsumer(const Array& array, std::optional<intptr_t> consumer_stream) 
   }
 }
 
+bool SameReading(const DLTensor& a, const DLTensor& b) noexcept {
+  const auto rank = static_cast<size_t>(a.ndim);
+  return a.data == b.data && a.byte_offset == b.byte_offset && a.device.device_type == b.device.device_type &&
+         a.device.device_id == b.device.device_id && a.dtype.code == b.dtype.code && a.dtype.bits == b.dtype.bits &&
+         a.dtype.lanes == b.dtype.lanes && a.ndim == b.ndim && std::equal(a.shape, a.shape + rank, b.shape) &&
+         (rank == 0 || (a.strides == nullptr && b.strides == nullptr) ||
+          (a.strides != nullptr && b.strides != nullptr && std::equal(a.strides, a.strides + rank, b.strides)));
+}
+
 std::optional<Array> LiveExportOf(const DLTensor& tensor, const ClientState& state, const Device& device) {
-  if (tensor.byte_offset != 0 || tensor.strides == nullptr) return std::nullopt;
   LiveExports& live = Live();
   const std::lock_guard lock(live.mutex);
   const auto it = live.by_address.find(tensor.data);
-  if (it == live.by_address.end()) return std::nullopt;
-  const Array& array = *it->second;
-  const DLDataType dtype = ToDLDataType(array.dtype());
-  const size_t rank = array.dims().size();
-  if (array.state().get() != &state || &array.device() != &device || tensor.dtype.code != dtype.code ||
-      tensor.dtype.bits != dtype.bits || tensor.dtype.lanes != dtype.lanes ||
-      static_cast<size_t>(tensor.ndim) != rank || !std::equal(array.dims().begin(), array.dims().end(), tensor.shape))
-    return std::nullopt;
-  const std::vector<int64_t> strides = CompactStrides(array.dims(), array.layout());
-  if (!std::equal(strides.begin(), strides.end(), tensor.strides)) return std::nullopt;
+  if (it == live.by_address.end() || !SameReading(*it->second.tensor, tensor)) return std::nullopt;
+  const Array& array = *it->second.array;
+  if (array.state().get() != &state || &array.device() != &device) return std::nullopt;
   return array;
 }
 

@@ -22,6 +22,10 @@ DLManagedTensorVersioned* ExportDLPack(const Array& array);
 // The same as a legacy (unversioned) tensor, for consumers older than DLPack 1.0.
 DLManagedTensor* ExportLegacyDLPack(const Array& array);
 
+// Whether `a` and `b` read the same memory the same way: address, byte
+// offset, device, dtype, shape and strides (both absent, or equal).
+bool SameReading(const DLTensor& a, const DLTensor& b) noexcept;
+
 // The Array a live export of one of XLA's own buffers was made of, when
 // `tensor` reads exactly its memory (its address, dtype, shape and strides)
 // on `device` of `state`'s client; else nullopt. A tensor handed back (an
