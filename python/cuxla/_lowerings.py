@@ -2,8 +2,8 @@
 backward, the fused attention pair, transformers' grouped matrix product of
 mixture-of-experts layers), ops whose lowering gives other numbers than
 PyTorch (max-pool's backward) and ops whose lowering costs XLA a buffer it
-need not write (the negative log-likelihood's backward). Each takes and
-returns JAX arrays."""
+need not write or a pass it need not make (the negative log-likelihood's
+backward, layer norm's backward). Each takes and returns JAX arrays."""
 from __future__ import annotations
 
 import torch
@@ -69,6 +69,45 @@ def _nll_loss_backward(grad_output, input, target, weight, reduction, ignore_ind
     return jnp.where(taken, scale, jnp.zeros((), scale.dtype)).astype(input.dtype)
 
 
+def _native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask):
+    """PyTorch's derivative of layer norm (its decomposition's arithmetic, in
+    float32 for half-precision inputs), with the weight's and the bias's
+    gradients summed over the rows in one reduction of two operands. Written
+    as two sums, XLA on a GPU fuses the bias's with the product the weight's
+    sums and writes that product out, an activation-sized buffer read again
+    by a reduction of its own: two passes over the rows where one does."""
+    import math
+
+    import jax
+    import jax.numpy as jnp
+
+    inner = tuple(range(input.ndim - len(normalized_shape), input.ndim))
+    outer = tuple(range(input.ndim - len(normalized_shape)))
+    computation = jnp.float32 if input.dtype in (jnp.bfloat16, jnp.float16) else input.dtype
+    x, grad, mean, rstd = (a.astype(computation) for a in (input, grad_out, mean, rstd))
+    x_hat = (x - mean) * rstd
+    grad_input = grad_weight = grad_bias = None
+    if output_mask[0]:
+        grad_x_hat = grad * weight.astype(computation) if weight is not None else grad
+        n = math.prod(normalized_shape)
+        sum_grad = jnp.sum(grad_x_hat, axis=inner, keepdims=True)
+        sum_grad_x_hat = jnp.sum(grad_x_hat * x_hat, axis=inner, keepdims=True)
+        grad_input = ((rstd / n) * (n * grad_x_hat - sum_grad - x_hat * sum_grad_x_hat)).astype(input.dtype)
+    wants_weight = output_mask[1] and weight is not None
+    wants_bias = output_mask[2] and bias is not None
+    if wants_weight and wants_bias:
+        zero = jnp.zeros((), computation)
+        grad_weight, grad_bias = jax.lax.reduce(
+            (grad * x_hat, grad), (zero, zero), lambda a, b: (a[0] + b[0], a[1] + b[1]), outer)
+    elif wants_weight:
+        grad_weight = jnp.sum(grad * x_hat, axis=outer)
+    elif wants_bias:
+        grad_bias = jnp.sum(grad, axis=outer)
+    return (grad_input,
+            grad_weight.astype(weight.dtype) if grad_weight is not None else None,
+            grad_bias.astype(bias.dtype) if grad_bias is not None else None)
+
+
 def _grouped_mm(input, weight, offsets):
     """Rows offsets[i-1]:offsets[i] of `input` times expert i's weight (rows
     past the last offset are 0): a ragged matrix product."""
@@ -95,6 +134,7 @@ def lowerings() -> dict:
         aten.convolution_backward.default: _convolution_backward,
         aten.max_pool2d_with_indices_backward.default: _max_pool2d_backward,
         aten.nll_loss_backward.default: _nll_loss_backward,
+        aten.native_layer_norm_backward.default: _native_layer_norm_backward,
         **_attention.LOWERINGS,
     }
     for name, lowering in (("grouped_mm_fallback", _grouped_mm), ("grouped_mm_fallback_backward", _grouped_mm_backward)):

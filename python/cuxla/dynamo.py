@@ -52,7 +52,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 import cuxla
 
-from . import _attention, _attention_masks, _torchax
+from . import _attention, _attention_masks, _lowerings, _torchax
 from ._errors import one_line
 from . import torch as cuxla_torch
 
@@ -203,8 +203,10 @@ def _record(ops: int, xla_ops: int, kept: dict[str, tuple[str, str]], graphs: in
 def _decompositions() -> dict:
     table = core_aten_decompositions()
     table.update(_attention.DECOMPOSITIONS)
-    # Lowered whole (_lowerings): its decomposition's scatter is a buffer XLA would write.
-    del table[torch.ops.aten.nll_loss_backward.default]
+    # What cuxla lowers whole stays whole: its lowering is there because PyTorch's
+    # decomposition costs XLA a buffer or a pass (_lowerings).
+    for op in _lowerings.lowerings():
+        table.pop(op, None)
     return table
 
 

@@ -167,6 +167,39 @@ def test_cross_entropys_gradient_is_a_select_not_a_scatter(tdev, monkeypatch, re
     assert "scatter" not in backward and "select" in backward, backward
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("affine", ["weight and bias", "weight", "none"])
+def test_layer_norms_weight_and_bias_gradients_are_one_reduction(tdev, monkeypatch, dtype, affine):
+    # PyTorch's decomposition sums the two gradients apart: XLA on a GPU then
+    # writes out the product the weight's sums and reads it again. cuxla's
+    # lowering sums both in one reduction of two operands, in float32 for
+    # bfloat16 as PyTorch's kernels do.
+    programs = []
+    compile_ = cuxla.dynamo._xla_compile
+    monkeypatch.setattr(cuxla.dynamo, "_xla_compile", lambda text, *a: programs.append(text) or compile_(text, *a))
+    torch.manual_seed(0)
+    norm = torch.nn.LayerNorm(48, elementwise_affine=affine != "none", bias=affine == "weight and bias",
+                              device=tdev, dtype=dtype)
+    with torch.no_grad():
+        for parameter in norm.parameters():
+            parameter.uniform_(0.5, 1.5)
+    x = (3 * torch.randn(4, 6, 48, device=tdev) + 1).to(dtype).requires_grad_()
+    weights = torch.randn(4, 6, 48, device=tdev).to(dtype)
+    loss = lambda x: (norm(x) * weights).sum()  # noqa: E731
+    inputs = [x, *norm.parameters()]
+    expected = torch.autograd.grad(loss(x), inputs)
+    got = torch.autograd.grad(torch.compile(loss, backend="cuxla")(x), inputs)
+    for g, e in zip(got, expected):
+        # bfloat16: a unit in the last place of the largest gradient; sums in another order
+        torch.testing.assert_close(g, e, **({} if dtype == torch.float32 else {"atol": 0.07, "rtol": 0.02}))
+    _assert_whole_programs()
+    backward = programs[-1]
+    summed_over_rows = [line for line in backward.splitlines() if "stablehlo.reduce" in line and "[0, 1]" in line]
+    both_at_once = [line for line in summed_over_rows if " = stablehlo.reduce" in line and ":2 = " in line]
+    assert len(summed_over_rows) == (1 if affine != "none" else 0), summed_over_rows
+    assert len(both_at_once) == (affine == "weight and bias"), summed_over_rows
+
+
 class _ZerosMade(torch.utils._python_dispatch.TorchDispatchMode):
     """The shapes of the tensors of zeros PyTorch makes while it is active."""
 
