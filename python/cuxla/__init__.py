@@ -9,10 +9,11 @@ from ._cuxla import (Array, Client, CompileError, Device, Executable, Mesh, NoDe
 from ._client import asalignedarray, asarray, compile, devices, shard
 from . import _cuxla
 
-# Loading _cuxla put XLA's log level (CUXLA_LOG) and flags (CUXLA_COMMAND_BUFFERS, CUXLA_TRITON_GEMM)
-# into the process environment; os.environ, a copy taken at startup, is told
-# too, so that `import jax` keeps the level rather than setting a default of
-# its own, and children given os.environ see both.
+# Loading _cuxla put XLA's log level (CUXLA_LOG) and flags (CUXLA_COMMAND_BUFFERS,
+# CUXLA_TRITON_GEMM, CUXLA_DOT_MERGER, CUXLA_AUTOTUNE_LEVEL) into the process
+# environment; os.environ, a copy taken at startup, is told too, so that
+# `import jax` keeps the level rather than setting a default of its own, and
+# children given os.environ see both.
 import os as _os
 
 if _cuxla.TF_CPP_MIN_LOG_LEVEL is not None:

@@ -139,7 +139,8 @@ def report(only: str | None = None) -> int:
         print(f"CUDA driver: {v // 1000}.{v % 1000 // 10}, {driver['device_count']} device(s)")
     else:
         print(f"CUDA driver: not available ({driver['why_not']})")
-    # As loading cuxla left them (CUXLA_COMMAND_BUFFERS, CUXLA_TRITON_GEMM, CUXLA_AUTOTUNE_LEVEL, the user's own).
+    # As loading cuxla left them (CUXLA_COMMAND_BUFFERS, CUXLA_TRITON_GEMM, CUXLA_DOT_MERGER,
+    # CUXLA_AUTOTUNE_LEVEL, the user's own).
     print(f"XLA_FLAGS: {_cuxla.XLA_FLAGS or '(none)'}")
     platforms = [only] if only else list(_cuxla.known_platforms())
     usable = [p for p in platforms if _platform_report(p)]

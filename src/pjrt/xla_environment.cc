@@ -13,8 +13,10 @@ constexpr const char* kLogVariable = "CUXLA_LOG";
 constexpr const char* kCommandBuffersVariable = "CUXLA_COMMAND_BUFFERS";
 constexpr const char* kAutotuneVariable = "CUXLA_AUTOTUNE_LEVEL";
 constexpr const char* kTritonGemmVariable = "CUXLA_TRITON_GEMM";
+constexpr const char* kDotMergerVariable = "CUXLA_DOT_MERGER";
 constexpr std::string_view kCommandBufferFlag = "--xla_gpu_enable_command_buffer";
 constexpr std::string_view kTritonGemmFlag = "--xla_gpu_enable_triton_gemm";
+constexpr std::string_view kDotMergerFlag = "--xla_gpu_dot_merger_threshold_mb";
 constexpr std::string_view kAutotuneFlag = "--xla_gpu_autotune_level";
 
 bool OneOf(std::string_view value, std::initializer_list<std::string_view> allowed) {
@@ -35,8 +37,10 @@ bool OneOf(std::string_view value, std::initializer_list<std::string_view> allow
 [[maybe_unused]] const bool kXlaEnvironmentSet = [] {
   const auto level = XlaMinLogLevel(EnvValue(kLogVariable), EnvValue("TF_CPP_MIN_LOG_LEVEL"),
                                     EnvValue("TF_CPP_MAX_VLOG_LEVEL"), EnvValue("TF_CPP_VMODULE"));
-  const auto flags = XlaFlags(EnvValue("XLA_FLAGS"), EnvValue(kCommandBuffersVariable), EnvValue(kTritonGemmVariable),
-                              EnvValue(kAutotuneVariable));
+  const auto flags = XlaFlags(EnvValue("XLA_FLAGS"), {.command_buffers = EnvValue(kCommandBuffersVariable),
+                                                      .triton_gemm = EnvValue(kTritonGemmVariable),
+                                                      .dot_merger = EnvValue(kDotMergerVariable),
+                                                      .autotune_level = EnvValue(kAutotuneVariable)});
   return (!level || setenv("TF_CPP_MIN_LOG_LEVEL", level->c_str(), 1) == 0) &&
          (!flags || setenv("XLA_FLAGS", flags->c_str(), 1) == 0);
 }();
@@ -58,8 +62,7 @@ std::optional<std::string> XlaMinLogLevel(const char* cuxla_log, const char* min
   return "1";
 }
 
-std::optional<std::string> XlaFlags(const char* xla_flags, const char* command_buffers, const char* triton_gemm,
-                                    const char* autotune_level) {
+std::optional<std::string> XlaFlags(const char* xla_flags, const XlaSettings& settings) {
   const std::string_view flags = xla_flags != nullptr ? xla_flags : "";
   std::string amended(flags);
   auto add = [&](std::string_view flag, std::string_view value) {
@@ -67,9 +70,11 @@ std::optional<std::string> XlaFlags(const char* xla_flags, const char* command_b
     if (!amended.empty()) amended += ' ';
     amended.append(flag).append("=").append(value);
   };
-  if (command_buffers == nullptr || std::string_view(command_buffers) == "0") add(kCommandBufferFlag, "");
-  if (triton_gemm == nullptr || std::string_view(triton_gemm) == "0") add(kTritonGemmFlag, "false");
-  if (autotune_level != nullptr) add(kAutotuneFlag, autotune_level);
+  auto off = [](const char* setting) { return setting == nullptr || std::string_view(setting) == "0"; };
+  if (off(settings.command_buffers)) add(kCommandBufferFlag, "");
+  if (off(settings.triton_gemm)) add(kTritonGemmFlag, "false");
+  if (off(settings.dot_merger)) add(kDotMergerFlag, "0");
+  if (settings.autotune_level != nullptr) add(kAutotuneFlag, settings.autotune_level);
   if (amended == flags) return std::nullopt;
   return amended;
 }
@@ -82,10 +87,9 @@ std::string XlaFlagsInEffect() {
 void CheckXlaEnvironment() {
   if (const char* value = EnvValue(kLogVariable); value != nullptr && !XlaMinLogLevel(value, nullptr, nullptr, nullptr))
     BadVariable(kLogVariable, value, "is not a log level (use info, warning or error)");
-  if (const char* value = EnvValue(kCommandBuffersVariable); value != nullptr && !OneOf(value, {"0", "1"}))
-    BadVariable(kCommandBuffersVariable, value, "is neither 0 nor 1");
-  if (const char* value = EnvValue(kTritonGemmVariable); value != nullptr && !OneOf(value, {"0", "1"}))
-    BadVariable(kTritonGemmVariable, value, "is neither 0 nor 1");
+  for (const char* variable : {kCommandBuffersVariable, kTritonGemmVariable, kDotMergerVariable})
+    if (const char* value = EnvValue(variable); value != nullptr && !OneOf(value, {"0", "1"}))
+      BadVariable(variable, value, "is neither 0 nor 1");
   if (const char* value = EnvValue(kAutotuneVariable); value != nullptr && !OneOf(value, {"0", "1", "2", "3", "4"}))
     BadVariable(kAutotuneVariable, value, "is not a level from 0 to 4");
 }

@@ -238,26 +238,50 @@ TEST(XlaLoggingTest, XlasLevelIsInTheEnvironmentBeforeMain) {
   EXPECT_NE(std::getenv("TF_CPP_MIN_LOG_LEVEL"), nullptr);
 }
 
+// The settings that leave each of cuxla's flags but the one under test to XLA.
+constexpr XlaSettings kOthersAsked{.command_buffers = "1", .triton_gemm = "1", .dot_merger = "1"};
+
 TEST(XlaFlagsTest, CommandBuffersOffUnlessAskedForOrTheUsersFlagsSayOtherwise) {
-  EXPECT_EQ(XlaFlags(nullptr, nullptr, "1", nullptr), "--xla_gpu_enable_command_buffer=");
-  EXPECT_EQ(XlaFlags(nullptr, "0", "1", nullptr), "--xla_gpu_enable_command_buffer=");
-  EXPECT_EQ(XlaFlags("--xla_dump_to=/tmp/d", nullptr, "1", nullptr),
-            "--xla_dump_to=/tmp/d --xla_gpu_enable_command_buffer=");
-  EXPECT_EQ(XlaFlags("--xla_gpu_enable_command_buffer=FUSION", nullptr, "1", nullptr), std::nullopt);
-  EXPECT_EQ(XlaFlags("--xla_dump_to=/tmp/d", "1", "1", nullptr), std::nullopt);
+  XlaSettings settings = kOthersAsked;
+  settings.command_buffers = nullptr;
+  EXPECT_EQ(XlaFlags(nullptr, settings), "--xla_gpu_enable_command_buffer=");
+  settings.command_buffers = "0";
+  EXPECT_EQ(XlaFlags(nullptr, settings), "--xla_gpu_enable_command_buffer=");
+  EXPECT_EQ(XlaFlags("--xla_dump_to=/tmp/d", settings), "--xla_dump_to=/tmp/d --xla_gpu_enable_command_buffer=");
+  EXPECT_EQ(XlaFlags("--xla_gpu_enable_command_buffer=FUSION", settings), std::nullopt);
+  EXPECT_EQ(XlaFlags("--xla_dump_to=/tmp/d", kOthersAsked), std::nullopt);
 }
 
 TEST(XlaFlagsTest, TritonGemmsOffUnlessAskedForOrTheUsersFlagsSayOtherwise) {
-  EXPECT_EQ(XlaFlags(nullptr, nullptr, nullptr, nullptr),
-            "--xla_gpu_enable_command_buffer= --xla_gpu_enable_triton_gemm=false");
-  EXPECT_EQ(XlaFlags(nullptr, "1", "0", nullptr), "--xla_gpu_enable_triton_gemm=false");
-  EXPECT_EQ(XlaFlags("--xla_gpu_enable_triton_gemm=true", "1", nullptr, nullptr), std::nullopt);
+  XlaSettings settings = kOthersAsked;
+  settings.triton_gemm = "0";
+  EXPECT_EQ(XlaFlags(nullptr, settings), "--xla_gpu_enable_triton_gemm=false");
+  settings.triton_gemm = nullptr;
+  EXPECT_EQ(XlaFlags("--xla_gpu_enable_triton_gemm=true", settings), std::nullopt);
+}
+
+TEST(XlaFlagsTest, DotMergerOffUnlessAskedForOrTheUsersFlagsSayOtherwise) {
+  XlaSettings settings = kOthersAsked;
+  settings.dot_merger = "0";
+  EXPECT_EQ(XlaFlags(nullptr, settings), "--xla_gpu_dot_merger_threshold_mb=0");
+  settings.dot_merger = nullptr;
+  EXPECT_EQ(XlaFlags(nullptr, settings), "--xla_gpu_dot_merger_threshold_mb=0");
+  EXPECT_EQ(XlaFlags("--xla_gpu_dot_merger_threshold_mb=32", settings), std::nullopt);
+}
+
+TEST(XlaFlagsTest, AllOfCuxlasFlagsUnsetIsEachOff) {
+  EXPECT_EQ(XlaFlags(nullptr, {}),
+            "--xla_gpu_enable_command_buffer= --xla_gpu_enable_triton_gemm=false --xla_gpu_dot_merger_threshold_mb=0");
 }
 
 TEST(XlaFlagsTest, AutotuneLevelWhenAskedForUnlessTheUsersFlagsSetIt) {
-  EXPECT_EQ(XlaFlags(nullptr, "1", "1", "0"), "--xla_gpu_autotune_level=0");
-  EXPECT_EQ(XlaFlags(nullptr, nullptr, "1", "2"), "--xla_gpu_enable_command_buffer= --xla_gpu_autotune_level=2");
-  EXPECT_EQ(XlaFlags("--xla_gpu_autotune_level=4", "1", "1", "0"), std::nullopt);
+  XlaSettings settings = kOthersAsked;
+  settings.autotune_level = "0";
+  EXPECT_EQ(XlaFlags(nullptr, settings), "--xla_gpu_autotune_level=0");
+  EXPECT_EQ(XlaFlags("--xla_gpu_autotune_level=4", settings), std::nullopt);
+  settings.command_buffers = nullptr;
+  settings.autotune_level = "2";
+  EXPECT_EQ(XlaFlags(nullptr, settings), "--xla_gpu_enable_command_buffer= --xla_gpu_autotune_level=2");
 }
 
 TEST(XlaFlagsTest, XlasFlagsAreInTheEnvironmentBeforeMain) {
@@ -286,6 +310,7 @@ TEST(XlaEnvironmentTest, LoadRefusesASettingOfCuxlasThatXlaCannotTake) {
       {"CUXLA_LOG", "loud", "CUXLA_LOG='loud' is not a log level"},
       {"CUXLA_COMMAND_BUFFERS", "yes", "CUXLA_COMMAND_BUFFERS='yes' is neither 0 nor 1"},
       {"CUXLA_TRITON_GEMM", "on", "CUXLA_TRITON_GEMM='on' is neither 0 nor 1"},
+      {"CUXLA_DOT_MERGER", "off", "CUXLA_DOT_MERGER='off' is neither 0 nor 1"},
       {"CUXLA_AUTOTUNE_LEVEL", "9", "CUXLA_AUTOTUNE_LEVEL='9' is not a level from 0 to 4"},
   };
   for (const Refused& r : refused) {

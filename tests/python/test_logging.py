@@ -76,19 +76,26 @@ def test_cuxla_log_that_is_no_level_is_a_value_error(monkeypatch, client):
 
 
 @pytest.mark.parametrize("variables, flags", [
-    ({}, "--xla_gpu_enable_command_buffer= --xla_gpu_enable_triton_gemm=false"),
-    ({"CUXLA_COMMAND_BUFFERS": "0", "CUXLA_TRITON_GEMM": "1"}, "--xla_gpu_enable_command_buffer="),
-    ({"XLA_FLAGS": "--xla_dump_to=/tmp/d", "CUXLA_TRITON_GEMM": "1"},
+    ({}, "--xla_gpu_enable_command_buffer= --xla_gpu_enable_triton_gemm=false --xla_gpu_dot_merger_threshold_mb=0"),
+    ({"CUXLA_COMMAND_BUFFERS": "0", "CUXLA_TRITON_GEMM": "1", "CUXLA_DOT_MERGER": "1"},
+     "--xla_gpu_enable_command_buffer="),
+    ({"XLA_FLAGS": "--xla_dump_to=/tmp/d", "CUXLA_TRITON_GEMM": "1", "CUXLA_DOT_MERGER": "1"},
      "--xla_dump_to=/tmp/d --xla_gpu_enable_command_buffer="),
-    ({"XLA_FLAGS": "--xla_gpu_enable_command_buffer=FUSION", "CUXLA_TRITON_GEMM": "1"},
+    ({"XLA_FLAGS": "--xla_gpu_enable_command_buffer=FUSION", "CUXLA_TRITON_GEMM": "1", "CUXLA_DOT_MERGER": "1"},
      "--xla_gpu_enable_command_buffer=FUSION"),
-    ({"CUXLA_COMMAND_BUFFERS": "1", "CUXLA_TRITON_GEMM": "1"}, "None"),
-    ({"CUXLA_COMMAND_BUFFERS": "1", "CUXLA_TRITON_GEMM": "0"}, "--xla_gpu_enable_triton_gemm=false"),
-    ({"CUXLA_COMMAND_BUFFERS": "1", "XLA_FLAGS": "--xla_gpu_enable_triton_gemm=true"},
+    ({"CUXLA_COMMAND_BUFFERS": "1", "CUXLA_TRITON_GEMM": "1", "CUXLA_DOT_MERGER": "1"}, "None"),
+    ({"CUXLA_COMMAND_BUFFERS": "1", "CUXLA_TRITON_GEMM": "0", "CUXLA_DOT_MERGER": "1"},
+     "--xla_gpu_enable_triton_gemm=false"),
+    ({"CUXLA_COMMAND_BUFFERS": "1", "CUXLA_DOT_MERGER": "1", "XLA_FLAGS": "--xla_gpu_enable_triton_gemm=true"},
      "--xla_gpu_enable_triton_gemm=true"),
-    ({"CUXLA_AUTOTUNE_LEVEL": "0", "CUXLA_TRITON_GEMM": "1"},
+    ({"CUXLA_COMMAND_BUFFERS": "1", "CUXLA_TRITON_GEMM": "1", "CUXLA_DOT_MERGER": "0"},
+     "--xla_gpu_dot_merger_threshold_mb=0"),
+    ({"CUXLA_COMMAND_BUFFERS": "1", "CUXLA_TRITON_GEMM": "1", "XLA_FLAGS": "--xla_gpu_dot_merger_threshold_mb=32"},
+     "--xla_gpu_dot_merger_threshold_mb=32"),
+    ({"CUXLA_AUTOTUNE_LEVEL": "0", "CUXLA_TRITON_GEMM": "1", "CUXLA_DOT_MERGER": "1"},
      "--xla_gpu_enable_command_buffer= --xla_gpu_autotune_level=0"),
-    ({"CUXLA_AUTOTUNE_LEVEL": "0", "CUXLA_TRITON_GEMM": "1", "XLA_FLAGS": "--xla_gpu_autotune_level=3"},
+    ({"CUXLA_AUTOTUNE_LEVEL": "0", "CUXLA_TRITON_GEMM": "1", "CUXLA_DOT_MERGER": "1",
+      "XLA_FLAGS": "--xla_gpu_autotune_level=3"},
      "--xla_gpu_autotune_level=3 --xla_gpu_enable_command_buffer="),
 ], ids=lambda v: _names(v) if isinstance(v, dict) else "")
 def test_xla_flags_cuxla_sets_unless_the_users_own_say_otherwise(variables, flags):
@@ -102,15 +109,10 @@ def test_xla_flags_cuxla_sets_unless_the_users_own_say_otherwise(variables, flag
     assert result.stdout.strip() == flags
 
 
-def test_command_buffer_setting_that_is_neither_0_nor_1_is_a_value_error(monkeypatch, client):
-    monkeypatch.setenv("CUXLA_COMMAND_BUFFERS", "yes")
-    with pytest.raises(ValueError, match=r"CUXLA_COMMAND_BUFFERS='yes' is neither 0 nor 1"):
-        cuxla.Plugin.load(client.plugin)
-
-
-def test_triton_gemm_setting_that_is_neither_0_nor_1_is_a_value_error(monkeypatch, client):
-    monkeypatch.setenv("CUXLA_TRITON_GEMM", "on")
-    with pytest.raises(ValueError, match=r"CUXLA_TRITON_GEMM='on' is neither 0 nor 1"):
+@pytest.mark.parametrize("variable", ["CUXLA_COMMAND_BUFFERS", "CUXLA_TRITON_GEMM", "CUXLA_DOT_MERGER"])
+def test_a_switch_that_is_neither_0_nor_1_is_a_value_error(monkeypatch, client, variable):
+    monkeypatch.setenv(variable, "on")
+    with pytest.raises(ValueError, match=rf"{variable}='on' is neither 0 nor 1"):
         cuxla.Plugin.load(client.plugin)
 
 
