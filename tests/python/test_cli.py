@@ -195,6 +195,19 @@ def test_bench_trains_profile_sums_device_time_by_kind_and_overlaps_once():
                                       pytest.approx(0.5e-3))],
                        "copies": [("Memcpy DtoD (Device -> Device)", pytest.approx(1e-3))],
                        "other": [("loop_add_fusion", pytest.approx(6.5e-3))]}
+    assert [(k["name"], k["kind"], k["launches"]) for k in summary["kernels"][:2]] == [
+        ("loop_add_fusion", "other", 1.0), ("sm90_xmma_gemm_f32f32_tf32f32_f32_nn", "matmul", 0.5)]
+    assert len(summary["kernels"]) == 7
+
+
+def test_bench_trains_profile_books_inductors_fused_elementwise_kernels_as_other():
+    from cuxla._bench import step_profile
+
+    # Named after the ops they fuse, an addmm's bias add or an attention's softmax among them.
+    for name in ("triton_per_fused_add_addmm_native_layer_norm_view_7", "triton_poi_fused_addmm_clone_transpose_3",
+                 "triton_red_fused__scaled_dot_product_flash_attention_sum_2"):
+        assert step_profile.kind_of(name) == "other", name
+    assert step_profile.kind_of("triton_tem_fused_addmm_0") == "matmul"
 
 
 def test_bench_trains_profile_finds_where_the_device_waited_and_for_what():

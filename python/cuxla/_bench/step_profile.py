@@ -23,6 +23,11 @@ KINDS = {  # in this order: attention kernels' names may hold "cutlass" or "gemm
     "copies": re.compile(r"^mem(cpy|set)|copy_kernel", re.IGNORECASE),
 }
 OTHER = "other"  # fusions, elementwise, reductions
+# Inductor's pointwise, persistent-reduction and reduction kernels: named
+# after every op they fuse ("triton_per_fused_add_addmm_native_layer_norm"
+# adds an addmm's bias), none a product.
+_INDUCTOR_ELEMENTWISE = re.compile(r"^triton_(poi|per|red)_")
+_KERNELS_LISTED = 60  # the longest kernels a summary lists by name
 
 STEP_START = "the step's start"  # what precedes a step's first kernel among the gaps
 _STEP_MARK = "cuxla bench step"  # the profiler's range around each profiled step
@@ -35,32 +40,43 @@ _LONGEST_WAITS = 5
 
 
 def kind_of(name: str) -> str:
+    if _INDUCTOR_ELEMENTWISE.search(name):
+        return OTHER
     return next((kind for kind, pattern in KINDS.items() if pattern.search(name)), OTHER)
 
 
 def summarize(device_events: Iterable[tuple[str, float, float]], steps: int) -> dict:
     """Per step: the device's busy milliseconds (the union of its events'
-    intervals), kernels and copies launched, milliseconds by kind, and the
-    three longest kernels by name, of all and of each kind. `device_events`:
-    (name, start µs, end µs)."""
+    intervals), kernels and copies launched, milliseconds by kind, the
+    three longest kernels by name, of all and of each kind, and the longest
+    sixty with their kind and launches a step. `device_events`: (name, start
+    µs, end µs)."""
     events = sorted(device_events, key=lambda e: e[1])
     busy_us, covered_to = 0.0, float("-inf")
     by_kind = dict.fromkeys([*KINDS, OTHER], 0.0)
     by_name: dict[str, float] = {}
+    launches: dict[str, int] = {}
     for name, start, end in events:
         busy_us += max(end - max(start, covered_to), 0.0)
         covered_to = max(covered_to, end)
         by_kind[kind_of(name)] += end - start
         by_name[name] = by_name.get(name, 0.0) + end - start
-    def longest(names: Iterable[str]) -> list[dict]:
-        return [{"name": name[:80], "ms": by_name[name] / 1e3 / steps}
-                for name in sorted(names, key=lambda name: -by_name[name])[:3]]
+        launches[name] = launches.get(name, 0) + 1
 
+    def named(name: str) -> dict:
+        return {"name": name[:80], "ms": by_name[name] / 1e3 / steps}
+
+    def longest(names: Iterable[str]) -> list[dict]:
+        return [named(name) for name in sorted(names, key=lambda name: -by_name[name])[:3]]
+
+    ranked = sorted(by_name, key=lambda name: -by_name[name])
     return {"device_busy_ms": busy_us / 1e3 / steps, "device_events": len(events) / steps,
             "ms_by_kind": {kind: us / 1e3 / steps for kind, us in by_kind.items()},
             "longest": longest(by_name),
             "longest_by_kind": {kind: longest(name for name in by_name if kind_of(name) == kind)
-                                for kind in by_kind if by_kind[kind]}}
+                                for kind in by_kind if by_kind[kind]},
+            "kernels": [{**named(name), "kind": kind_of(name), "launches": launches[name] / steps}
+                        for name in ranked[:_KERNELS_LISTED]]}
 
 
 def waits(device_events: Iterable[tuple[str, float, float, float | None]],
