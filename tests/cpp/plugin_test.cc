@@ -241,32 +241,27 @@ TEST(XlaLoggingTest, XlasLevelIsInTheEnvironmentBeforeMain) {
 // The settings that leave each of cuxla's flags but the one under test to XLA.
 constexpr XlaSettings kOthersAsked{.command_buffers = "1", .triton_gemm = "1", .dot_merger = "1"};
 
-TEST(XlaFlagsTest, CommandBuffersOffUnlessAskedForOrTheUsersFlagsSayOtherwise) {
-  XlaSettings settings = kOthersAsked;
-  settings.command_buffers = nullptr;
-  EXPECT_EQ(XlaFlags(nullptr, settings), "--xla_gpu_enable_command_buffer=");
-  settings.command_buffers = "0";
-  EXPECT_EQ(XlaFlags(nullptr, settings), "--xla_gpu_enable_command_buffer=");
-  EXPECT_EQ(XlaFlags("--xla_dump_to=/tmp/d", settings), "--xla_dump_to=/tmp/d --xla_gpu_enable_command_buffer=");
-  EXPECT_EQ(XlaFlags("--xla_gpu_enable_command_buffer=FUSION", settings), std::nullopt);
+TEST(XlaFlagsTest, EachSwitchIsOffUnlessAskedForOrTheUsersFlagsSayOtherwise) {
+  struct Switch {
+    const char* XlaSettings::*setting;
+    const char* off;        // what cuxla adds
+    const char* users_own;  // the user's own setting of that flag, which stands
+  };
+  const Switch switches[] = {
+      {&XlaSettings::command_buffers, "--xla_gpu_enable_command_buffer=", "--xla_gpu_enable_command_buffer=FUSION"},
+      {&XlaSettings::triton_gemm, "--xla_gpu_enable_triton_gemm=false", "--xla_gpu_enable_triton_gemm=true"},
+      {&XlaSettings::dot_merger, "--xla_gpu_dot_merger_threshold_mb=0", "--xla_gpu_dot_merger_threshold_mb=32"},
+  };
+  for (const Switch& s : switches) {
+    for (const char* value : {static_cast<const char*>(nullptr), "0"}) {
+      XlaSettings settings = kOthersAsked;
+      settings.*s.setting = value;
+      EXPECT_EQ(XlaFlags(nullptr, settings), s.off);
+      EXPECT_EQ(XlaFlags("--xla_dump_to=/tmp/d", settings), std::string("--xla_dump_to=/tmp/d ") + s.off);
+      EXPECT_EQ(XlaFlags(s.users_own, settings), std::nullopt);
+    }
+  }
   EXPECT_EQ(XlaFlags("--xla_dump_to=/tmp/d", kOthersAsked), std::nullopt);
-}
-
-TEST(XlaFlagsTest, TritonGemmsOffUnlessAskedForOrTheUsersFlagsSayOtherwise) {
-  XlaSettings settings = kOthersAsked;
-  settings.triton_gemm = "0";
-  EXPECT_EQ(XlaFlags(nullptr, settings), "--xla_gpu_enable_triton_gemm=false");
-  settings.triton_gemm = nullptr;
-  EXPECT_EQ(XlaFlags("--xla_gpu_enable_triton_gemm=true", settings), std::nullopt);
-}
-
-TEST(XlaFlagsTest, DotMergerOffUnlessAskedForOrTheUsersFlagsSayOtherwise) {
-  XlaSettings settings = kOthersAsked;
-  settings.dot_merger = "0";
-  EXPECT_EQ(XlaFlags(nullptr, settings), "--xla_gpu_dot_merger_threshold_mb=0");
-  settings.dot_merger = nullptr;
-  EXPECT_EQ(XlaFlags(nullptr, settings), "--xla_gpu_dot_merger_threshold_mb=0");
-  EXPECT_EQ(XlaFlags("--xla_gpu_dot_merger_threshold_mb=32", settings), std::nullopt);
 }
 
 TEST(XlaFlagsTest, AllOfCuxlasFlagsUnsetIsEachOff) {
