@@ -1,9 +1,10 @@
 """The JAX lowerings cuxla adds to torchax's: ops it lacks (convolution's
 backward, the fused attention pair, transformers' grouped matrix product of
 mixture-of-experts layers), ops whose lowering gives other numbers than
-PyTorch (max-pool's backward) and ops whose lowering costs XLA a buffer it
-need not write or a pass it need not make (the negative log-likelihood's
-backward, layer norm's backward). Each takes and returns JAX arrays."""
+PyTorch (max-pool's backward, a sum asked for in a dtype of its own) and ops
+whose lowering costs XLA a buffer it need not write or a pass it need not
+make (the negative log-likelihood's backward, layer norm's backward). Each
+takes and returns JAX arrays."""
 from __future__ import annotations
 
 import torch
@@ -42,6 +43,17 @@ def _max_pool2d_backward(grad_output, input, kernel_size, stride, padding, dilat
     plane = input.shape[-2] * input.shape[-1]
     grad_input = jnp.zeros((flat_grad.shape[0], plane), grad_output.dtype).at[rows, flat_indices].add(flat_grad)
     return grad_input.reshape(*planes, *input.shape[-2:])
+
+
+def _sum(input, dim=None, keepdim=False, *, dtype=None):
+    """PyTorch's sum, in `dtype` where one is given: the input cast to it
+    first, as PyTorch accumulates in it. torchax's sums in the input's own
+    dtype (bfloat16's sum rounded to bfloat16, then widened)."""
+    from torchax.ops import jaten, mappings
+
+    if dtype is not None:
+        input = input.astype(mappings.t2j_dtype(dtype))
+    return jaten._aten_sum(input, dim, keepdim)
 
 
 def _nll_loss_backward(grad_output, input, target, weight, reduction, ignore_index, total_weight):
@@ -133,6 +145,7 @@ def lowerings() -> dict:
     table = {
         aten.convolution_backward.default: _convolution_backward,
         aten.max_pool2d_with_indices_backward.default: _max_pool2d_backward,
+        aten.sum.dim_IntList: _sum,
         aten.nll_loss_backward.default: _nll_loss_backward,
         aten.native_layer_norm_backward.default: _native_layer_norm_backward,
         **_attention.LOWERINGS,

@@ -167,6 +167,27 @@ def test_cross_entropys_gradient_is_a_select_not_a_scatter(tdev, monkeypatch, re
     assert "scatter" not in backward and "select" in backward, backward
 
 
+@pytest.mark.parametrize("case", ["all", "a dim", "kept dim, float64", "nansum", "int8 to int16", "no dtype"])
+def test_a_sum_asked_for_in_a_dtype_accumulates_in_it(tdev, case):
+    # A bfloat16 sum asked for in float32 (as models ask, for a loss or a
+    # norm) is PyTorch's float32 sum, not bfloat16's sum widened.
+    torch.manual_seed(0)
+    halves = (torch.rand(8, 512, device=tdev) + 1).to(torch.bfloat16)
+    sums = {"all": lambda x: x.sum(dtype=torch.float32),
+            "a dim": lambda x: x.sum(1, dtype=torch.float32),
+            "kept dim, float64": lambda x: x.sum(-1, keepdim=True, dtype=torch.float64),
+            "nansum": lambda x: torch.nansum(x, 1, dtype=torch.float32),
+            # 64 numbers of 60 to 120 overflow int16 as PyTorch's int16 sum does
+            "int8 to int16": lambda x: (x * 60).to(torch.int8).sum(1, dtype=torch.int16),
+            "no dtype": lambda x: x.sum(1)}
+    expected = sums[case](halves)
+    got = torch.compile(sums[case], backend="cuxla")(halves)
+    assert got.dtype == expected.dtype
+    torch.testing.assert_close(got, expected, rtol=1e-6, atol=0)
+    report = cuxla.dynamo.report()
+    assert report["xla_ops"] == report["aten_ops"] > 0, report["fallbacks"]
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("affine", ["weight and bias", "weight", "none"])
 def test_layer_norms_weight_and_bias_gradients_are_one_reduction(tdev, monkeypatch, dtype, affine):
