@@ -1,7 +1,7 @@
 """The JAX lowerings cuxla adds to torchax's: ops it lacks (convolution's
 backward, the fused attention pair, transformers' grouped matrix product of
 mixture-of-experts layers), ops whose lowering gives other numbers than
-PyTorch (max-pool's backward, a sum asked for in a dtype of its own) and ops
+PyTorch (max-pool's backward, reductions asked for in a dtype) and ops
 whose lowering costs XLA a buffer it need not write or a pass it need not
 make (the negative log-likelihood's backward, layer norm's backward). Each
 takes and returns JAX arrays."""
@@ -45,15 +45,20 @@ def _max_pool2d_backward(grad_output, input, kernel_size, stride, padding, dilat
     return grad_input.reshape(*planes, *input.shape[-2:])
 
 
-def _sum(input, dim=None, keepdim=False, *, dtype=None):
-    """PyTorch's sum, in `dtype` where one is given: the input cast to it
-    first, as PyTorch accumulates in it. torchax's sums in the input's own
-    dtype (bfloat16's sum rounded to bfloat16, then widened)."""
-    from torchax.ops import jaten, mappings
+def _in_dtype(torchax_lowering: str):
+    """torchax's lowering of a reduction, its input cast first to the dtype
+    asked for, in which PyTorch computes. torchax's sum computes in the
+    input's own dtype (a bfloat16 sum rounded to bfloat16, then widened),
+    its vector norm casts only its result, its mean takes no dtype at all."""
+    def lowering(input, *args, dtype=None, **kwargs):
+        from torchax.ops import jaten, mappings
 
-    if dtype is not None:
-        input = input.astype(mappings.t2j_dtype(dtype))
-    return jaten._aten_sum(input, dim, keepdim)
+        if dtype is not None:
+            input = input.astype(mappings.t2j_dtype(dtype))
+        return getattr(jaten, torchax_lowering)(input, *args, **kwargs)
+
+    lowering.__qualname__ = f"{torchax_lowering}_in_dtype"  # what a cached lowering is keyed by
+    return lowering
 
 
 def _nll_loss_backward(grad_output, input, target, weight, reduction, ignore_index, total_weight):
@@ -145,7 +150,10 @@ def lowerings() -> dict:
     table = {
         aten.convolution_backward.default: _convolution_backward,
         aten.max_pool2d_with_indices_backward.default: _max_pool2d_backward,
-        aten.sum.dim_IntList: _sum,
+        aten.sum.dim_IntList: _in_dtype("_aten_sum"),
+        aten.mean.default: _in_dtype("_aten_mean"),
+        aten.mean.dim: _in_dtype("_aten_mean"),
+        aten.linalg_vector_norm.default: _in_dtype("_aten_linalg_vector_norm"),
         aten.nll_loss_backward.default: _nll_loss_backward,
         aten.native_layer_norm_backward.default: _native_layer_norm_backward,
         **_attention.LOWERINGS,

@@ -167,21 +167,28 @@ def test_cross_entropys_gradient_is_a_select_not_a_scatter(tdev, monkeypatch, re
     assert "scatter" not in backward and "select" in backward, backward
 
 
-@pytest.mark.parametrize("case", ["all", "a dim", "kept dim, float64", "nansum", "int8 to int16", "no dtype"])
-def test_a_sum_asked_for_in_a_dtype_accumulates_in_it(tdev, case):
-    # A bfloat16 sum asked for in float32 (as models ask, for a loss or a
-    # norm) is PyTorch's float32 sum, not bfloat16's sum widened.
+@pytest.mark.parametrize("case", ["sum", "sum over a dim", "sum kept dim, float64", "nansum", "sum int8 to int16",
+                                  "sum, no dtype", "mean", "mean over a dim", "vector norm", "vector norm over a dim"])
+def test_a_reduction_asked_for_in_a_dtype_computes_in_it(tdev, case):
+    # A bfloat16 sum, mean or norm asked for in float32 (as models ask, for a
+    # loss or a norm; as clip_grad_norm_ asks) is PyTorch's float32 one, not
+    # bfloat16's widened, and runs in XLA.
     torch.manual_seed(0)
     halves = (torch.rand(8, 512, device=tdev) + 1).to(torch.bfloat16)
-    sums = {"all": lambda x: x.sum(dtype=torch.float32),
-            "a dim": lambda x: x.sum(1, dtype=torch.float32),
-            "kept dim, float64": lambda x: x.sum(-1, keepdim=True, dtype=torch.float64),
-            "nansum": lambda x: torch.nansum(x, 1, dtype=torch.float32),
-            # 64 numbers of 60 to 120 overflow int16 as PyTorch's int16 sum does
-            "int8 to int16": lambda x: (x * 60).to(torch.int8).sum(1, dtype=torch.int16),
-            "no dtype": lambda x: x.sum(1)}
-    expected = sums[case](halves)
-    got = torch.compile(sums[case], backend="cuxla")(halves)
+    reductions = {
+        "sum": lambda x: x.sum(dtype=torch.float32),
+        "sum over a dim": lambda x: x.sum(1, dtype=torch.float32),
+        "sum kept dim, float64": lambda x: x.sum(-1, keepdim=True, dtype=torch.float64),
+        "nansum": lambda x: torch.nansum(x, 1, dtype=torch.float32),
+        # 512 numbers of 60 to 120 overflow int16 as PyTorch's int16 sum does
+        "sum int8 to int16": lambda x: (x * 60).to(torch.int8).sum(1, dtype=torch.int16),
+        "sum, no dtype": lambda x: x.sum(1),
+        "mean": lambda x: x.mean(dtype=torch.float32),
+        "mean over a dim": lambda x: x.mean(1, dtype=torch.float32),
+        "vector norm": lambda x: torch.linalg.vector_norm(x, dtype=torch.float32),
+        "vector norm over a dim": lambda x: torch.linalg.vector_norm(x, 3, dim=1, dtype=torch.float32)}
+    expected = reductions[case](halves)
+    got = torch.compile(reductions[case], backend="cuxla")(halves)
     assert got.dtype == expected.dtype
     torch.testing.assert_close(got, expected, rtol=1e-6, atol=0)
     report = cuxla.dynamo.report()
