@@ -1,10 +1,10 @@
 """The JAX lowerings cuxla adds to torchax's: ops it lacks (convolution's
 backward, the fused attention pair, transformers' grouped matrix product of
 mixture-of-experts layers), ops whose lowering gives other numbers than
-PyTorch (max-pool's backward, reductions asked for in a dtype) and ops
-whose lowering costs XLA a buffer it need not write or a pass it need not
-make (the negative log-likelihood's backward, layer norm's backward). Each
-takes and returns JAX arrays."""
+PyTorch (max-pool's backward, reductions asked for in a dtype, layer norm in
+half precision) and ops whose lowering costs XLA a buffer it need not write
+or a pass it need not make (the negative log-likelihood's backward, layer
+norm's backward). Each takes and returns JAX arrays."""
 from __future__ import annotations
 
 import torch
@@ -86,6 +86,28 @@ def _nll_loss_backward(grad_output, input, target, weight, reduction, ignore_ind
     return jnp.where(taken, scale, jnp.zeros((), scale.dtype)).astype(input.dtype)
 
 
+def _native_layer_norm(input, normalized_shape, weight, bias, eps):
+    """Layer norm as PyTorch computes it: in float32 for half-precision
+    inputs, rounded once at the end. torchax's computes in the input's dtype,
+    rounding the mean, the variance and each step between (bfloat16's output
+    a few units in the last place off eager's). The mean and the reciprocal
+    deviation come back in the input's dtype, as torchax's did."""
+    import jax
+    import jax.numpy as jnp
+
+    axis = tuple(range(input.ndim - len(normalized_shape), input.ndim))
+    computation = jnp.float32 if input.dtype in (jnp.bfloat16, jnp.float16) else input.dtype
+    x = input.astype(computation)
+    mean = jnp.mean(x, axis=axis, keepdims=True)
+    rstd = jax.lax.rsqrt(jnp.mean(jnp.square(x - mean), axis=axis, keepdims=True) + eps)
+    out = (x - mean) * rstd
+    if weight is not None:
+        out = out * weight.astype(computation)
+    if bias is not None:
+        out = out + bias.astype(computation)
+    return out.astype(input.dtype), mean.astype(input.dtype), rstd.astype(input.dtype)
+
+
 def _native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask):
     """PyTorch's derivative of layer norm (its decomposition's arithmetic, in
     float32 for half-precision inputs), with the weight's and the bias's
@@ -155,6 +177,7 @@ def lowerings() -> dict:
         aten.mean.dim: _in_dtype("_aten_mean"),
         aten.linalg_vector_norm.default: _in_dtype("_aten_linalg_vector_norm"),
         aten.nll_loss_backward.default: _nll_loss_backward,
+        aten.native_layer_norm.default: _native_layer_norm,
         aten.native_layer_norm_backward.default: _native_layer_norm_backward,
         **_attention.LOWERINGS,
     }

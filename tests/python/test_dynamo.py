@@ -195,6 +195,24 @@ def test_a_reduction_asked_for_in_a_dtype_computes_in_it(tdev, case):
     assert report["xla_ops"] == report["aten_ops"] > 0, report["fallbacks"]
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_layer_norm_is_computed_in_float32_and_rounded_once(tdev, dtype):
+    # As PyTorch's kernels do: rounded at each step, its output came out a few
+    # units in the last place off eager's, most where it is near zero.
+    torch.manual_seed(0)
+    norm = torch.nn.LayerNorm(64, device=tdev, dtype=dtype)
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 1.5)
+        norm.bias.uniform_(-1, 1)
+    x = (3 * torch.randn(32, 64, device=tdev) + 2).to(dtype)
+    expected = norm(x)
+    got = torch.compile(norm, backend="cuxla")(x)
+    # the same float32 arithmetic, in an order of XLA's: at most a unit in the last place
+    torch.testing.assert_close(got, expected, rtol=2 * torch.finfo(dtype).eps, atol=torch.finfo(dtype).tiny)
+    report = cuxla.dynamo.report()
+    assert report["xla_ops"] == report["aten_ops"] > 0, report["fallbacks"]
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("affine", ["weight and bias", "weight", "none"])
 def test_layer_norms_weight_and_bias_gradients_are_one_reduction(tdev, monkeypatch, dtype, affine):
