@@ -61,6 +61,20 @@ def _in_dtype(torchax_lowering: str):
     return lowering
 
 
+def _vector_norm(input, *args, dtype=None, **kwargs):
+    """Vector norm as PyTorch computes it: in `dtype` where one is given,
+    else in float32 for half-precision input, rounded once at the end
+    (torchax's powers overflowed float16: 8.5 ** 6)."""
+    import jax.numpy as jnp
+
+    if dtype is None and input.dtype in (jnp.bfloat16, jnp.float16):
+        return _norm_in_dtype(input, *args, dtype=torch.float32, **kwargs).astype(input.dtype)
+    return _norm_in_dtype(input, *args, dtype=dtype, **kwargs)
+
+
+_norm_in_dtype = _in_dtype("_aten_linalg_vector_norm")
+
+
 def _nll_loss_backward(grad_output, input, target, weight, reduction, ignore_index, total_weight):
     """PyTorch's derivative of nll_loss, as a select of each target's class
     (a one-hot) that XLA fuses into the ops reading it. PyTorch's
@@ -175,7 +189,7 @@ def lowerings() -> dict:
         aten.sum.dim_IntList: _in_dtype("_aten_sum"),
         aten.mean.default: _in_dtype("_aten_mean"),
         aten.mean.dim: _in_dtype("_aten_mean"),
-        aten.linalg_vector_norm.default: _in_dtype("_aten_linalg_vector_norm"),
+        aten.linalg_vector_norm.default: _vector_norm,
         aten.nll_loss_backward.default: _nll_loss_backward,
         aten.native_layer_norm.default: _native_layer_norm,
         aten.native_layer_norm_backward.default: _native_layer_norm_backward,

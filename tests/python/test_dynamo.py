@@ -195,6 +195,19 @@ def test_a_reduction_asked_for_in_a_dtype_computes_in_it(tdev, case):
     assert report["xla_ops"] == report["aten_ops"] > 0, report["fallbacks"]
 
 
+def test_a_half_precision_norm_is_computed_in_float32(tdev):
+    # As PyTorch's is: its sixth powers of numbers near 8.5 overflow float16.
+    x = torch.tensor([8.4766, -6.5, 3.25], dtype=torch.float16, device=tdev)
+    norm = lambda x: torch.linalg.vector_norm(x, 6)  # noqa: E731
+    expected = norm(x)
+    got = torch.compile(norm, backend="cuxla")(x)
+    assert torch.isfinite(expected)
+    assert got.dtype == expected.dtype
+    torch.testing.assert_close(got, expected, rtol=1e-6, atol=0)
+    report = cuxla.dynamo.report()
+    assert report["xla_ops"] == report["aten_ops"] > 0, report["fallbacks"]
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_half_precision_layer_norm_is_computed_in_float32_and_rounded_once(tdev, dtype):
     # As PyTorch's kernels do: rounded at each step, its output came out a few
