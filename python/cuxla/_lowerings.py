@@ -45,6 +45,14 @@ def _max_pool2d_backward(grad_output, input, kernel_size, stride, padding, dilat
     return grad_input.reshape(*planes, *input.shape[-2:])
 
 
+def _computation_dtype(dtype):
+    """The dtype PyTorch's kernels compute in for inputs of `dtype` (a JAX
+    dtype): float32 for half precision, else `dtype` itself."""
+    import jax.numpy as jnp
+
+    return jnp.dtype(jnp.float32) if dtype in (jnp.bfloat16, jnp.float16) else dtype
+
+
 def _in_dtype(torchax_lowering: str):
     """torchax's lowering of a reduction, its input cast first to the dtype
     asked for, in which PyTorch computes. torchax's sum computes in the
@@ -65,9 +73,7 @@ def _vector_norm(input, *args, dtype=None, **kwargs):
     """Vector norm as PyTorch computes it: in `dtype` where one is given,
     else in float32 for half-precision input, rounded once at the end
     (torchax's powers overflowed float16: 8.5 ** 6)."""
-    import jax.numpy as jnp
-
-    if dtype is None and input.dtype in (jnp.bfloat16, jnp.float16):
+    if dtype is None and _computation_dtype(input.dtype) != input.dtype:
         return _norm_in_dtype(input, *args, dtype=torch.float32, **kwargs).astype(input.dtype)
     return _norm_in_dtype(input, *args, dtype=dtype, **kwargs)
 
@@ -110,7 +116,7 @@ def _native_layer_norm(input, normalized_shape, weight, bias, eps):
     import jax.numpy as jnp
 
     axis = tuple(range(input.ndim - len(normalized_shape), input.ndim))
-    computation = jnp.float32 if input.dtype in (jnp.bfloat16, jnp.float16) else input.dtype
+    computation = _computation_dtype(input.dtype)
     x = input.astype(computation)
     mean = jnp.mean(x, axis=axis, keepdims=True)
     rstd = jax.lax.rsqrt(jnp.mean(jnp.square(x - mean), axis=axis, keepdims=True) + eps)
@@ -136,7 +142,7 @@ def _native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, w
 
     inner = tuple(range(input.ndim - len(normalized_shape), input.ndim))
     outer = tuple(range(input.ndim - len(normalized_shape)))
-    computation = jnp.float32 if input.dtype in (jnp.bfloat16, jnp.float16) else input.dtype
+    computation = _computation_dtype(input.dtype)
     x, grad, mean, rstd = (a.astype(computation) for a in (input, grad_out, mean, rstd))
     x_hat = (x - mean) * rstd
     grad_input = grad_weight = grad_bias = None
