@@ -190,7 +190,8 @@ def test_a_reduction_asked_for_in_a_dtype_computes_in_it(tdev, case):
     expected = reductions[case](halves)
     got = torch.compile(reductions[case], backend="cuxla")(halves)
     assert got.dtype == expected.dtype
-    torch.testing.assert_close(got, expected, rtol=1e-6, atol=0)
+    # float32 sums in another order: within 1e-5 (bfloat16's rounding was 2e-3 off)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=0)
     report = cuxla.dynamo.report()
     assert report["xla_ops"] == report["aten_ops"] > 0, report["fallbacks"]
 
@@ -203,7 +204,7 @@ def test_a_half_precision_norm_is_computed_in_float32(tdev):
     got = torch.compile(norm, backend="cuxla")(x)
     assert torch.isfinite(expected)
     assert got.dtype == expected.dtype
-    torch.testing.assert_close(got, expected, rtol=1e-6, atol=0)
+    torch.testing.assert_close(got, expected, rtol=torch.finfo(torch.float16).eps, atol=0)  # one rounding
     report = cuxla.dynamo.report()
     assert report["xla_ops"] == report["aten_ops"] > 0, report["fallbacks"]
 
