@@ -1,8 +1,8 @@
 """The JAX lowerings cuxla adds to torchax's: ops it lacks (convolution's
 backward, the fused attention pair, transformers' grouped matrix product of
 mixture-of-experts layers), ops whose lowering gives other numbers than
-PyTorch (max-pool's backward, reductions asked for in a dtype, layer norm in
-half precision) and ops whose lowering costs XLA a buffer it need not write
+PyTorch (max-pool's backward, reductions asked for in a dtype, norms in half
+precision) and ops whose lowering costs XLA a buffer it need not write
 or a pass it need not make (the negative log-likelihood's backward, layer
 norm's backward). Each takes and returns JAX arrays."""
 from __future__ import annotations
@@ -69,16 +69,40 @@ def _in_dtype(torchax_lowering: str):
     return lowering
 
 
+def _in_float32(torchax_lowering: str):
+    """torchax's lowering computed as PyTorch's kernels compute for a
+    half-precision input: the arrays of the input's dtype widened to float32,
+    the results rounded back to it once at the end. torchax's computes in the
+    input's own dtype, rounding at each step (a layer norm's output a few
+    units in the last place off eager's; a float16 norm's powers overflow)."""
+    def lowering(input, *args, **kwargs):
+        import jax
+        from torchax.ops import jaten
+
+        run, computation = getattr(jaten, torchax_lowering), _computation_dtype(input.dtype)
+        if computation == input.dtype:
+            return run(input, *args, **kwargs)
+
+        def widened(a):
+            return a.astype(computation) if isinstance(a, jax.Array) and a.dtype == input.dtype else a
+
+        results = run(widened(input), *map(widened, args), **{k: widened(v) for k, v in kwargs.items()})
+        return jax.tree.map(lambda r: r.astype(input.dtype) if isinstance(r, jax.Array) and r.dtype == computation
+                            else r, results)
+
+    lowering.__qualname__ = f"{torchax_lowering}_in_float32"  # what a cached lowering is keyed by
+    return lowering
+
+
 def _vector_norm(input, *args, dtype=None, **kwargs):
     """Vector norm as PyTorch computes it: in `dtype` where one is given,
-    else in float32 for half-precision input, rounded once at the end
-    (torchax's powers overflowed float16: 8.5 ** 6)."""
-    if dtype is None and _computation_dtype(input.dtype) != input.dtype:
-        return _norm_in_dtype(input, *args, dtype=torch.float32, **kwargs).astype(input.dtype)
+    else in float32 for half-precision input, rounded once."""
+    if dtype is None:
+        return _norm_in_float32(input, *args, **kwargs)
     return _norm_in_dtype(input, *args, dtype=dtype, **kwargs)
 
 
-_norm_in_dtype = _in_dtype("_aten_linalg_vector_norm")
+_norm_in_dtype, _norm_in_float32 = _in_dtype("_aten_linalg_vector_norm"), _in_float32("_aten_linalg_vector_norm")
 
 
 def _nll_loss_backward(grad_output, input, target, weight, reduction, ignore_index, total_weight):
@@ -104,28 +128,6 @@ def _nll_loss_backward(grad_output, input, target, weight, reduction, ignore_ind
     if weight is not None:
         scale = scale * (weight[None, :] if channel == 1 else weight)
     return jnp.where(taken, scale, jnp.zeros((), scale.dtype)).astype(input.dtype)
-
-
-def _native_layer_norm(input, normalized_shape, weight, bias, eps):
-    """Layer norm as PyTorch computes it: in float32 for half-precision
-    inputs, rounded once at the end. torchax's computes in the input's dtype,
-    rounding the mean, the variance and each step between (bfloat16's output
-    a few units in the last place off eager's). The mean and the reciprocal
-    deviation come back in the input's dtype, as torchax's did."""
-    import jax
-    import jax.numpy as jnp
-
-    axis = tuple(range(input.ndim - len(normalized_shape), input.ndim))
-    computation = _computation_dtype(input.dtype)
-    x = input.astype(computation)
-    mean = jnp.mean(x, axis=axis, keepdims=True)
-    rstd = jax.lax.rsqrt(jnp.mean(jnp.square(x - mean), axis=axis, keepdims=True) + eps)
-    out = (x - mean) * rstd
-    if weight is not None:
-        out = out * weight.astype(computation)
-    if bias is not None:
-        out = out + bias.astype(computation)
-    return out.astype(input.dtype), mean.astype(input.dtype), rstd.astype(input.dtype)
 
 
 def _native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask):
@@ -197,7 +199,8 @@ def lowerings() -> dict:
         aten.mean.dim: _in_dtype("_aten_mean"),
         aten.linalg_vector_norm.default: _vector_norm,
         aten.nll_loss_backward.default: _nll_loss_backward,
-        aten.native_layer_norm.default: _native_layer_norm,
+        aten.native_layer_norm.default: _in_float32("_aten_native_layer_norm"),
+        aten.native_group_norm.default: _in_float32("_aten_native_group_norm"),
         aten.native_layer_norm_backward.default: _native_layer_norm_backward,
         **_attention.LOWERINGS,
     }

@@ -210,17 +210,20 @@ def test_a_half_precision_norm_is_computed_in_float32(tdev):
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_half_precision_layer_norm_is_computed_in_float32_and_rounded_once(tdev, dtype):
+@pytest.mark.parametrize("norm", ["layer", "group"])
+def test_a_half_precision_norm_layer_is_computed_in_float32_and_rounded_once(tdev, dtype, norm):
     # As PyTorch's kernels do: rounded at each step, its output came out a few
     # units in the last place off eager's, most where it is near zero.
     torch.manual_seed(0)
-    norm = torch.nn.LayerNorm(64, device=tdev, dtype=dtype)
+    layer = (torch.nn.LayerNorm(64) if norm == "layer" else torch.nn.GroupNorm(4, 64)).to(tdev, dtype)
     with torch.no_grad():
-        norm.weight.uniform_(0.5, 1.5)
-        norm.bias.uniform_(-1, 1)
-    x = (3 * torch.randn(32, 64, device=tdev) + 2).to(dtype)
-    expected = norm(x)
-    got = torch.compile(norm, backend="cuxla")(x)
+        layer.weight.uniform_(0.5, 1.5)
+        layer.bias.uniform_(-1, 1)
+    x = (3 * torch.randn(32, 64, 5, device=tdev) + 2).to(dtype)
+    if norm == "layer":
+        x = x.transpose(1, 2).contiguous()
+    expected = layer(x)
+    got = torch.compile(layer, backend="cuxla")(x)
     # the same float32 arithmetic, in an order of XLA's: at most a unit in the last place
     torch.testing.assert_close(got, expected, rtol=2 * torch.finfo(dtype).eps, atol=torch.finfo(dtype).tiny)
     report = cuxla.dynamo.report()
