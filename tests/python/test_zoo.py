@@ -125,3 +125,15 @@ def test_a_model_that_ran_all_in_eager_is_not_a_pass(monkeypatch):
     row = _zoo.run("BertForMaskedLM", steps=1)
     assert row["xla_ops"] == 0 and row["max_loss_diff"] <= 1e-6, row  # decomposed ops, in PyTorch
     assert row["verdict"] == "eager only", row
+
+
+def test_the_float64_yardstick_runs_mixture_of_experts_models():
+    # GptOss's experts default to torch's grouped matrix product, which has no
+    # float64 kernel: without a yardstick such a model is judged by the
+    # tolerance alone, and float32's own rounding (a token routed to another
+    # expert) reads as cuxla's error.
+    model, batch = _zoo.build("GptOss", "cpu")
+    double = _zoo._float64_copy(model)
+    assert {p.dtype for p in double.parameters()} == {torch.float64}
+    assert math.isfinite(double(**batch).loss.item())  # raised, with torch's grouped product
+    assert model.config._experts_implementation != "eager", "the model itself keeps its own experts' path"
