@@ -115,6 +115,17 @@ MODELS: dict[str, tuple[str, dict]] = {
 # each kind, few enough for CI's CPU.
 CI_SUBSET = ["BertForMaskedLM", "DistillGPT2", "T5ForConditionalGeneration", "BartForConditionalGeneration", "Llama"]
 
+
+def causal_lms() -> list[str]:
+    """Every causal language model class of the installed transformers the
+    zoo does not train already: architectures past the benchmark list's."""
+    import transformers
+
+    trained = {class_name for class_name, _ in MODELS.values()}
+    return sorted(name for name in dir(transformers)
+                  if name.endswith("ForCausalLM") and not name.startswith("Auto") and name not in trained)
+
+
 _DROPOUT = re.compile(r"(dropout|pdrop|layerdrop)(_prob|_rate|_p)?$")
 
 

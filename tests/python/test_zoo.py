@@ -137,3 +137,11 @@ def test_the_float64_yardstick_runs_mixture_of_experts_models():
     assert {p.dtype for p in double.parameters()} == {torch.float64}
     assert math.isfinite(double(**batch).loss.item())  # raised, with torch's grouped product
     assert model.config._experts_implementation != "eager", "the model itself keeps its own experts' path"
+
+
+def test_the_causal_lm_subset_is_transformers_own_classes_past_the_zoo():
+    names = _zoo.causal_lms()
+    assert "Qwen2ForCausalLM" in names and "MixtralForCausalLM" in names
+    assert "LlamaForCausalLM" not in names, "the zoo trains it already, as Llama"
+    assert not any(name.startswith("Auto") for name in names)
+    assert len(names) > 100  # transformers 5 has about 160

@@ -27,7 +27,8 @@ from .train import split_backends, train
 
 def main(args) -> int:
     if args.what == "models":
-        names = args.models.split(",") if args.models else _zoo.CI_SUBSET if args.subset == "ci" else list(_zoo.MODELS)
+        subsets = {"ci": lambda: _zoo.CI_SUBSET, "causal-lms": _zoo.causal_lms, None: lambda: list(_zoo.MODELS)}
+        names = args.models.split(",") if args.models else subsets[args.subset]()
         return models(names, args.steps or 3, args.jobs, args.timeout, args.out, args.dropout, args.tolerance)
     if args.what == "train":
         return train((args.models or "bert,gpt2,llama").split(","), split_backends(args.backends), args.rounds,
