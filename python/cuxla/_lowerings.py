@@ -2,9 +2,10 @@
 backward, the fused attention pair, transformers' grouped matrix product of
 mixture-of-experts layers), ops whose lowering gives other numbers than
 PyTorch (max-pool's backward, reductions asked for in a dtype, norms in half
-precision) and ops whose lowering costs XLA a buffer it need not write
-or a pass it need not make (the negative log-likelihood's backward, layer
-norm's backward). Each takes and returns JAX arrays."""
+precision), ops whose lowering costs XLA a buffer it need not write or a
+pass it need not make (the negative log-likelihood's backward, layer norm's
+backward) and ops whose lowering on the CPU is a call the CPU plugin
+refuses (the triangular solve). Each takes and returns JAX arrays."""
 from __future__ import annotations
 
 import torch
@@ -169,6 +170,45 @@ def _native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, w
             grad_bias.astype(bias.dtype) if grad_bias is not None else None)
 
 
+def _lowering_platform() -> str | None:
+    """The platform a program is lowered for: its default device's, which
+    cuxla's lowering sets (`_torchax.lowering_context`)."""
+    import jax
+
+    return getattr(getattr(jax.config.jax_default_device, "client", None), "platform", None)
+
+
+def _solve_triangular(a, b, *, upper, left=True, unitriangular=False):
+    """The solution of a triangular system. On CUDA JAX lowers it to XLA's
+    own op (torchax's lowering); on the CPU to a LAPACK call only JAX's own
+    client registers, which the CPU plugin refuses: there, substitution one
+    row at a time, reading only A's triangle, as LAPACK does."""
+    import jax
+    import jax.numpy as jnp
+
+    from torchax.ops import jaten
+
+    if _lowering_platform() != "cpu":
+        return jaten._aten_linalg_solve_triangular(a, b, upper=upper, left=left, unitriangular=unitriangular)
+    if not left:  # X A = B is A^T X^T = B^T
+        return _solve_triangular(a.mT, b.mT, upper=not upper, unitriangular=unitriangular).mT
+    batch = jnp.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a, b = jnp.broadcast_to(a, batch + a.shape[-2:]), jnp.broadcast_to(b, batch + b.shape[-2:])
+    n = a.shape[-1]
+    off_diagonal = jnp.triu(a, 1) if upper else jnp.tril(a, -1)
+    diagonal = jnp.diagonal(a, axis1=-2, axis2=-1)
+
+    def solve_row(step, x):  # rows not yet solved are zeros: the row's product sums the solved ones
+        i = n - 1 - step if upper else step
+        row = jax.lax.dynamic_index_in_dim(off_diagonal, i, axis=-2, keepdims=False)
+        rest = jax.lax.dynamic_index_in_dim(b, i, axis=-2, keepdims=False) - jnp.einsum("...k,...km->...m", row, x)
+        if not unitriangular:
+            rest = rest / jax.lax.dynamic_index_in_dim(diagonal, i, axis=-1, keepdims=True)
+        return jax.lax.dynamic_update_index_in_dim(x, rest, i, axis=-2)
+
+    return jax.lax.fori_loop(0, n, solve_row, jnp.zeros_like(b))
+
+
 def _grouped_mm(input, weight, offsets):
     """Rows offsets[i-1]:offsets[i] of `input` times expert i's weight (rows
     past the last offset are 0): a ragged matrix product."""
@@ -202,6 +242,7 @@ def lowerings() -> dict:
         aten.native_layer_norm.default: _in_float32("_aten_native_layer_norm"),
         aten.native_group_norm.default: _in_float32("_aten_native_group_norm"),
         aten.native_layer_norm_backward.default: _native_layer_norm_backward,
+        aten.linalg_solve_triangular.default: _solve_triangular,
         **_attention.LOWERINGS,
     }
     for name, lowering in (("grouped_mm_fallback", _grouped_mm), ("grouped_mm_fallback_backward", _grouped_mm_backward)):

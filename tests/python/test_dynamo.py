@@ -196,6 +196,38 @@ def test_a_reduction_asked_for_in_a_dtype_computes_in_it(tdev, case):
     assert report["xla_ops"] == report["aten_ops"] > 0, report["fallbacks"]
 
 
+@pytest.mark.parametrize("upper", [False, True], ids=["lower", "upper"])
+@pytest.mark.parametrize("left", [True, False], ids=["left", "right"])
+@pytest.mark.parametrize("unitriangular", [False, True], ids=["diagonal", "unit"])
+def test_a_triangular_solve_and_its_gradients_run_in_xla_reading_one_triangle(tdev, upper, left, unitriangular):
+    # The chunked gated delta rule of Qwen3-Next, Qwen3.5 and OLMo-Hybrid
+    # solves unit lower-triangular systems. On the CPU JAX's own lowering is a
+    # LAPACK call the plugin refuses. As LAPACK, the solve reads one triangle:
+    # NaN in the other (and, unit, on the diagonal) changes nothing.
+    torch.manual_seed(0)
+    a = torch.randn(3, 1, 6, 6, device=tdev, dtype=torch.float64) + 4 * torch.eye(6, device=tdev, dtype=torch.float64)
+    a = a.masked_fill(_other_triangle(6, upper, unitriangular, tdev), float("nan")).requires_grad_()
+    b = torch.randn((2, 6, 5) if left else (2, 5, 6), device=tdev, dtype=torch.float64, requires_grad=True)
+
+    def solve(a, b):
+        return torch.linalg.solve_triangular(a, b, upper=upper, left=left, unitriangular=unitriangular)
+
+    expected = solve(a, b)
+    got = torch.compile(solve, backend="cuxla")(a, b)
+    torch.testing.assert_close(got, expected)
+    for g, e in zip(torch.autograd.grad(got.square().sum(), (a, b)), torch.autograd.grad(expected.square().sum(), (a, b))):
+        torch.testing.assert_close(g, e, equal_nan=True)
+    report = cuxla.dynamo.report()
+    assert report["xla_ops"] == report["aten_ops"] > 0, report["fallbacks"]
+
+
+def _other_triangle(n: int, upper: bool, unitriangular: bool, device: str) -> torch.Tensor:
+    """Where a triangular solve does not read A: the other triangle, and the diagonal of a unit one."""
+    ones = torch.ones(n, n, dtype=torch.bool, device=device)
+    read = ones.triu(0 if not unitriangular else 1) if upper else ones.tril(0 if not unitriangular else -1)
+    return ~read
+
+
 def test_a_half_precision_norm_is_computed_in_float32(tdev):
     # As PyTorch's is: its sixth powers of numbers near 8.5 overflow float16.
     x = torch.tensor([8.4766, -6.5, 3.25], dtype=torch.float16, device=tdev)
