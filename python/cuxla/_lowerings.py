@@ -179,21 +179,21 @@ def _lowering_platform() -> str | None:
 
 
 def _solve_triangular(a, b, *, upper, left=True, unitriangular=False):
-    """The solution of a triangular system. On CUDA JAX lowers it to XLA's
-    own op (torchax's lowering); on the CPU to a LAPACK call only JAX's own
-    client registers, which the CPU plugin refuses: there, substitution one
-    row at a time, reading only A's triangle, as LAPACK does."""
+    """The solution of a triangular system, A's and B's batch dimensions
+    broadcast as PyTorch does (torchax's lowering takes a B of A's rank minus
+    one, square, for a batch of vectors). XLA's own op where JAX lowers to it
+    (CUDA); on the CPU JAX lowers it to a LAPACK call only its own client
+    registers, which the CPU plugin refuses: there, substitution one row at
+    a time. Either reads only A's triangle, as LAPACK does."""
     import jax
     import jax.numpy as jnp
 
-    from torchax.ops import jaten
-
-    if _lowering_platform() != "cpu":
-        return jaten._aten_linalg_solve_triangular(a, b, upper=upper, left=left, unitriangular=unitriangular)
     if not left:  # X A = B is A^T X^T = B^T
         return _solve_triangular(a.mT, b.mT, upper=not upper, unitriangular=unitriangular).mT
     batch = jnp.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     a, b = jnp.broadcast_to(a, batch + a.shape[-2:]), jnp.broadcast_to(b, batch + b.shape[-2:])
+    if _lowering_platform() != "cpu":
+        return jax.lax.linalg.triangular_solve(a, b, left_side=True, lower=not upper, unit_diagonal=unitriangular)
     n = a.shape[-1]
     off_diagonal = jnp.triu(a, 1) if upper else jnp.tril(a, -1)
     diagonal = jnp.diagonal(a, axis1=-2, axis2=-1)

@@ -199,15 +199,20 @@ def test_a_reduction_asked_for_in_a_dtype_computes_in_it(tdev, case):
 @pytest.mark.parametrize("upper", [False, True], ids=["lower", "upper"])
 @pytest.mark.parametrize("left", [True, False], ids=["left", "right"])
 @pytest.mark.parametrize("unitriangular", [False, True], ids=["diagonal", "unit"])
-def test_a_triangular_solve_and_its_gradients_run_in_xla_reading_one_triangle(tdev, upper, left, unitriangular):
+@pytest.mark.parametrize("shapes", [((3, 1), (2,), 5), ((3,), (), 6)], ids=["batches broadcast", "square B, no batch"])
+def test_a_triangular_solve_and_its_gradients_run_in_xla_reading_one_triangle(tdev, upper, left, unitriangular, shapes):
     # The chunked gated delta rule of Qwen3-Next, Qwen3.5 and OLMo-Hybrid
     # solves unit lower-triangular systems. On the CPU JAX's own lowering is a
     # LAPACK call the plugin refuses. As LAPACK, the solve reads one triangle:
-    # NaN in the other (and, unit, on the diagonal) changes nothing.
+    # NaN in the other (and, unit, on the diagonal) changes nothing. A square
+    # B with one batch dimension fewer than A is a matrix, broadcast (torchax
+    # took it for a batch of vectors and failed).
+    a_batch, b_batch, columns = shapes
     torch.manual_seed(0)
-    a = torch.randn(3, 1, 6, 6, device=tdev, dtype=torch.float64) + 4 * torch.eye(6, device=tdev, dtype=torch.float64)
+    a = torch.randn(*a_batch, 6, 6, device=tdev, dtype=torch.float64) + 4 * torch.eye(6, device=tdev, dtype=torch.float64)
     a = a.masked_fill(_other_triangle(6, upper, unitriangular, tdev), float("nan")).requires_grad_()
-    b = torch.randn((2, 6, 5) if left else (2, 5, 6), device=tdev, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(*b_batch, *((6, columns) if left else (columns, 6)), device=tdev, dtype=torch.float64,
+                    requires_grad=True)
 
     def solve(a, b):
         return torch.linalg.solve_triangular(a, b, upper=upper, left=left, unitriangular=unitriangular)
