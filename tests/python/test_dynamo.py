@@ -229,7 +229,7 @@ def test_a_triangular_solve_and_its_gradients_run_in_xla_reading_one_triangle(td
 def _other_triangle(n: int, upper: bool, unitriangular: bool, device: str) -> torch.Tensor:
     """Where a triangular solve does not read A: the other triangle, and the diagonal of a unit one."""
     ones = torch.ones(n, n, dtype=torch.bool, device=device)
-    read = ones.triu(0 if not unitriangular else 1) if upper else ones.tril(0 if not unitriangular else -1)
+    read = ones.triu(1 if unitriangular else 0) if upper else ones.tril(-1 if unitriangular else 0)
     return ~read
 
 

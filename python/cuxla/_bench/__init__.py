@@ -27,8 +27,14 @@ from .train import split_backends, train
 
 def main(args) -> int:
     if args.what == "models":
-        subsets = {"ci": lambda: _zoo.CI_SUBSET, "causal-lms": _zoo.causal_lms, None: lambda: list(_zoo.MODELS)}
-        names = args.models.split(",") if args.models else subsets[args.subset]()
+        if args.models:
+            names = args.models.split(",")
+        elif args.subset == "ci":
+            names = _zoo.CI_SUBSET
+        elif args.subset == "causal-lms":
+            names = _zoo.causal_lms()
+        else:
+            names = list(_zoo.MODELS)
         return models(names, args.steps or 3, args.jobs, args.timeout, args.out, args.dropout, args.tolerance)
     if args.what == "train":
         return train((args.models or "bert,gpt2,llama").split(","), split_backends(args.backends), args.rounds,
