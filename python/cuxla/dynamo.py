@@ -203,8 +203,9 @@ def _record(ops: int, xla_ops: int, kept: dict[str, tuple[str, str]], graphs: in
 def _decompositions() -> dict:
     table = core_aten_decompositions()
     table.update(_attention.DECOMPOSITIONS)
-    # What cuxla lowers whole stays whole: its lowering is there because PyTorch's
-    # decomposition costs XLA a buffer or a pass (_lowerings).
+    # An op cuxla lowers itself reaches the lowering whole: decomposed first, it
+    # would lose what the lowering is for (PyTorch's numbers, or a buffer or pass
+    # XLA need not spend: _lowerings' docstring).
     for op in _lowerings.lowerings():
         table.pop(op, None)
     return table

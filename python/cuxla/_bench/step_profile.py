@@ -66,15 +66,15 @@ def summarize(device_events: Iterable[tuple[str, float, float]], steps: int) -> 
     def named(name: str) -> dict:
         return {"name": name[:80], "ms": by_name[name] / 1e3 / steps}
 
-    def longest(names: Iterable[str]) -> list[dict]:
-        return [named(name) for name in sorted(names, key=lambda name: -by_name[name])[:3]]
+    ranked = sorted(by_name, key=lambda name: -by_name[name])  # the longest first
 
-    ranked = sorted(by_name, key=lambda name: -by_name[name])
+    def longest(kind: str | None = None) -> list[dict]:
+        return [named(name) for name in ranked if kind is None or kind_of(name) == kind][:3]
+
     return {"device_busy_ms": busy_us / 1e3 / steps, "device_events": len(events) / steps,
             "ms_by_kind": {kind: us / 1e3 / steps for kind, us in by_kind.items()},
-            "longest": longest(by_name),
-            "longest_by_kind": {kind: longest(name for name in by_name if kind_of(name) == kind)
-                                for kind in by_kind if by_kind[kind]},
+            "longest": longest(),
+            "longest_by_kind": {kind: longest(kind) for kind in by_kind if by_kind[kind]},
             "kernels": [{**named(name), "kind": kind_of(name), "launches": launches[name] / steps}
                         for name in ranked[:_KERNELS_LISTED]]}
 
