@@ -233,6 +233,63 @@ def _other_triangle(n: int, upper: bool, unitriangular: bool, device: str) -> to
     return ~read
 
 
+_DEPTHWISE = {  # input shape, weight shape, stride, padding, dilation, bias
+    "causal 1-D, kernel 4": ((2, 8, 12), (8, 1, 4), [1], [3], [1], True),
+    "2-D, stride 2, dilation 2, two per channel": ((2, 4, 9, 9), (8, 1, 3, 3), [2, 2], [1, 1], [2, 2], True),
+    "1-D, stride 3, three per channel": ((2, 3, 14), (9, 1, 5), [3], [0], [1], False),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("case", _DEPTHWISE)
+def test_a_depthwise_convolution_and_its_gradients_match_eager(tdev, case, dtype):
+    # Mamba's and the gated delta rule's causal convolutions, ConvNeXt's and
+    # MobileNet's: on the CPU cuxla lowers them as a sum of taps.
+    input_shape, weight_shape, stride, padding, dilation, biased = _DEPTHWISE[case]
+    torch.manual_seed(0)
+    x = torch.randn(input_shape, device=tdev, dtype=dtype, requires_grad=True)
+    weight = torch.randn(weight_shape, device=tdev, dtype=dtype, requires_grad=True)
+    bias = torch.randn(weight_shape[0], device=tdev, dtype=dtype, requires_grad=True) if biased else None
+    groups = input_shape[-len(weight_shape) + 1]
+
+    def convolution(x, weight, bias):
+        return torch.ops.aten.convolution(x, weight, bias, stride, padding, dilation, False, [0], groups)
+
+    expected = convolution(x, weight, bias)
+    got = torch.compile(convolution, backend="cuxla")(x, weight, bias)
+    torch.testing.assert_close(got, expected)
+    leaves = [t for t in (x, weight, bias) if t is not None]
+    gradient = torch.randn_like(expected)
+    for g, e in zip(torch.autograd.grad(got, leaves, gradient), torch.autograd.grad(expected, leaves, gradient)):
+        torch.testing.assert_close(g, e)
+    report = cuxla.dynamo.report()
+    assert report["xla_ops"] == report["aten_ops"] > 0, report["fallbacks"]
+
+
+@pytest.mark.parametrize("groups", [8, 2], ids=["depthwise", "grouped"])
+@pytest.mark.parametrize("platform", ["cpu", "cuda"])
+def test_only_the_cpu_lowers_a_depthwise_convolution_as_taps(platform, groups):
+    # XLA's CPU runs a convolution with feature groups slowly and makes its
+    # weight gradient a dense convolution over every pair of channels; XLA's
+    # GPU gives both to cuDNN, and other groupings stay XLA's convolution.
+    import jax
+
+    from cuxla import _lowerings, _torchax
+
+    def forward_and_backward(x, weight):
+        def convolution(x, weight):
+            return _lowerings._convolution(x, weight, None, [1], [3], [1], False, [0], groups)
+        output, vjp = jax.vjp(convolution, x, weight)
+        return output, vjp(output)
+
+    x = jax.ShapeDtypeStruct((2, 8, 12), jax.numpy.float32)
+    weight = jax.ShapeDtypeStruct((8, 8 // groups, 4), jax.numpy.float32)
+    with _torchax.lowering_context(platform):
+        program = jax.jit(forward_and_backward).trace(x, weight).lower(lowering_platforms=(platform,)).as_text()
+    as_taps = platform == "cpu" and groups == 8
+    assert ("stablehlo.convolution" in program) != as_taps
+
+
 def test_a_half_precision_norm_is_computed_in_float32(tdev):
     # As PyTorch's is: its sixth powers of numbers near 8.5 overflow float16.
     x = torch.tensor([8.4766, -6.5, 3.25], dtype=torch.float16, device=tdev)
