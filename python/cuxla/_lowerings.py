@@ -1,6 +1,6 @@
 """The JAX lowerings cuxla adds to torchax's: ops it lacks (convolution's
-backward, the fused attention pair, transformers' grouped matrix product of
-mixture-of-experts layers), ops whose lowering gives other numbers than
+backward, the fused attention pair, torch's and transformers' grouped matrix
+products of mixture-of-experts layers), ops whose lowering gives other numbers than
 PyTorch (max-pool's backward, reductions asked for in a dtype, norms in half
 precision), ops whose lowering costs XLA a buffer it need not write or a
 pass it need not make (the negative log-likelihood's backward, layer norm's
@@ -263,16 +263,24 @@ def _solve_triangular(a, b, *, upper, left=True, unitriangular=False):
     return jax.lax.fori_loop(0, n, solve_row, jnp.zeros_like(b))
 
 
-def _grouped_mm(input, weight, offsets):
-    """Rows offsets[i-1]:offsets[i] of `input` times expert i's weight (rows
-    past the last offset are 0): a ragged matrix product."""
+def _ragged_rows(x, groups, offsets, accumulate):
+    """Rows offsets[i-1]:offsets[i] of `x` times matrix i of `groups` (rows
+    past the last offset are 0), accumulated in `accumulate`: a ragged
+    matrix product."""
     import jax
     import jax.numpy as jnp
 
-    product = jax.lax.ragged_dot(input, weight, jnp.diff(offsets, prepend=0).astype(jnp.int32))
+    sizes = jnp.diff(offsets, prepend=0).astype(jnp.int32)
+    product = jax.lax.ragged_dot(x, groups, sizes, preferred_element_type=accumulate)
     # Zeroed here rather than left to how each platform's XLA treats rows outside every group.
-    in_a_group = jnp.arange(input.shape[0]) < offsets[-1]
+    in_a_group = jnp.arange(x.shape[0]) < offsets[-1]
     return jnp.where(in_a_group[:, None], product, jnp.zeros((), product.dtype))
+
+
+def _grouped_mm(input, weight, offsets):
+    """transformers' grouped product of experts (its own op, taken where
+    torch's is not: float32 under torch.compile)."""
+    return _ragged_rows(input, weight, offsets, _computation_dtype(input.dtype)).astype(input.dtype)
 
 
 def _grouped_mm_backward(input, weight, offsets, grad_output):
@@ -280,6 +288,37 @@ def _grouped_mm_backward(input, weight, offsets, grad_output):
 
     _, vjp = jax.vjp(lambda x, w: _grouped_mm(x, w, offsets), input, weight)
     return vjp(grad_output)
+
+
+def _grouped_matrix_product(self, mat2, offs=None, bias=None, out_dtype=None):
+    """torch._grouped_mm (transformers' experts in half precision under
+    torch.compile, and its derivatives). With `offs`, a 2-D operand's
+    dimension is cut into groups at the offsets: the rows of `self` (each
+    group times its matrix of `mat2`), the columns of `mat2` (of `self`), or
+    with both 2-D the contraction (a product per group); without, a batched
+    product. Accumulated in float32 for half precision, as PyTorch's kernels
+    do; what lies past the last offset, which PyTorch leaves unwritten, is 0."""
+    import jax
+    import jax.numpy as jnp
+    from torchax.ops import mappings
+
+    if bias is not None:
+        raise NotImplementedError("torch._grouped_mm with a bias, which PyTorch's own kernels refuse")
+    dtype = mappings.t2j_dtype(out_dtype) if out_dtype is not None else self.dtype
+    accumulate = _computation_dtype(self.dtype)
+    if offs is None:
+        product = jnp.matmul(self, mat2, preferred_element_type=accumulate)
+    elif mat2.ndim == 3:
+        product = _ragged_rows(self, mat2, offs, accumulate)
+    elif self.ndim == 3:
+        product = _ragged_rows(mat2.T, jnp.swapaxes(self, 1, 2), offs, accumulate).T
+    else:
+        contraction_in_groups = jax.lax.RaggedDotDimensionNumbers(
+            dot_dimension_numbers=(([1], [0]), ([], [])), lhs_ragged_dimensions=[1], rhs_group_dimensions=[])
+        sizes = jnp.diff(offs, prepend=0).astype(jnp.int32)
+        product = jax.lax.ragged_dot_general(self, mat2, sizes, contraction_in_groups,
+                                             preferred_element_type=accumulate)
+    return product.astype(dtype)
 
 
 def lowerings() -> dict:
@@ -298,6 +337,7 @@ def lowerings() -> dict:
         aten.native_group_norm.default: _in_float32("_aten_native_group_norm"),
         aten.native_layer_norm_backward.default: _native_layer_norm_backward,
         aten.linalg_solve_triangular.default: _solve_triangular,
+        aten._grouped_mm.default: _grouped_matrix_product,
         **_attention.LOWERINGS,
     }
     for name, lowering in (("grouped_mm_fallback", _grouped_mm), ("grouped_mm_fallback_backward", _grouped_mm_backward)):

@@ -284,6 +284,7 @@ def test_only_the_cpu_lowers_a_depthwise_convolution_as_taps(platform, groups):
 
     x = jax.ShapeDtypeStruct((2, 8, 12), jax.numpy.float32)
     weight = jax.ShapeDtypeStruct((8, 8 // groups, 4), jax.numpy.float32)
+    _torchax.environment()  # torchax imported as cuxla imports it
     with _torchax.lowering_context(platform):
         program = jax.jit(forward_and_backward).trace(x, weight).lower(lowering_platforms=(platform,)).as_text()
     as_taps = platform == "cpu" and groups == 8
@@ -968,6 +969,42 @@ def test_grouped_matrix_products_of_experts_run_in_xla(tdev):
     got, expected = _compiled_matches_eager(
         lambda x, w: torch.ops.transformers.grouped_mm_fallback(x, w, offsets), x, w)
     torch.testing.assert_close(got, expected)
+
+
+_IN_GROUPS, _ALL = (slice(None, 12),), (slice(None),)  # the offsets [4, 4, 12] cut a 2-D operand's 16 at 12
+_GROUPED = {  # torch._grouped_mm's operands: shape, the part of it in a group; the output's part in a group
+    "rows of a 2-D input, 3-D weights (experts' forward)": ((16, 8), _IN_GROUPS, (3, 8, 8), _ALL, _IN_GROUPS),
+    "a product per group of the contraction (the weights' gradient)":
+        ((8, 16), _ALL + _IN_GROUPS, (16, 8), _IN_GROUPS, _ALL),
+    "columns of a 2-D weight, 3-D input": ((3, 8, 8), _ALL, (8, 16), _ALL + _IN_GROUPS, _ALL + _IN_GROUPS),
+    "batches, no offsets": ((3, 8, 8), _ALL, (3, 8, 8), _ALL, _ALL),
+}
+
+
+@pytest.mark.parametrize("case", _GROUPED)
+def test_torchs_grouped_matrix_product_and_its_gradients_run_in_xla(tdev, case):
+    # transformers' experts in bfloat16 under torch.compile call torch's op.
+    # Group 1 is empty. What is in no group PyTorch leaves unwritten, in the
+    # output and in the gradients: compared in the groups only.
+    a_shape, a_grouped, b_shape, b_grouped, out_grouped = _GROUPED[case]
+    torch.manual_seed(0)
+    a = torch.randn(a_shape, device=tdev, dtype=torch.bfloat16, requires_grad=True)
+    b = torch.randn(b_shape, device=tdev, dtype=torch.bfloat16, requires_grad=True)
+    offsets = None if case == "batches, no offsets" else torch.tensor([4, 4, 12], device=tdev, dtype=torch.int32)
+
+    def product(a, b):
+        return torch._grouped_mm(a, b, offs=offsets)
+
+    expected = product(a, b)
+    got = torch.compile(product, backend="cuxla")(a, b)
+    torch.testing.assert_close(got[out_grouped], expected[out_grouped])
+    gradient = torch.randn_like(expected)
+    got_grads = torch.autograd.grad(got, (a, b), gradient)
+    expected_grads = torch.autograd.grad(expected, (a, b), gradient)
+    for g, e, grouped in zip(got_grads, expected_grads, (a_grouped, b_grouped)):
+        torch.testing.assert_close(g[grouped], e[grouped])
+    report = cuxla.dynamo.report()
+    assert report["xla_ops"] == report["aten_ops"] > 0, report["fallbacks"]
 
 
 def test_an_error_of_the_backend_itself_leaves_the_graph_to_pytorch(tdev, monkeypatch):
