@@ -51,9 +51,12 @@ def main(argv: list[str] | None = None, prog: str = "cuxla") -> int:
     bench.add_argument("--timeout", type=float, default=600, help="models: seconds per model")
     bench.add_argument("--dropout", choices=["zero", "default"], default="zero",
                        help="models: every dropout probability 0 (default), or the configs' own")
-    bench.add_argument("--tolerance", type=float, default=1e-4,
+    bench.add_argument("--tolerance", type=float,
                        help="models: largest relative difference from eager of losses and parameters that "
-                            "passes (more where float32 eager itself is as far from float64)")
+                            "passes (default 1e-4 in float32, 1e-2 in bfloat16; more where eager itself is as far "
+                            "from eager one precision up)")
+    bench.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
+                       help="models: the precision the models train in (the yardstick: float64, float32)")
     bench.add_argument("--tf32", action="store_true",
                        help="train: float32 matrix products in TF32 for every backend (default: full float32 for all)")
     bench.add_argument("--size", choices=["tiny", "base"],

@@ -4,9 +4,10 @@ and the LLM families it names, each built from its transformers config class
 with a small config (random weights, nothing downloaded), and the run of one
 of them: N AdamW steps eager, then the same N steps under
 torch.compile(backend="cuxla"), losses and parameters compared (with eager
-in float64 as the yardstick of float32's own rounding).
+one precision up as the yardstick of the run's own rounding: float64 for
+float32, float32 for bfloat16).
 
-    python -m cuxla._zoo run BertForMaskedLM --steps 3 [--device cpu|cuda]
+    python -m cuxla._zoo run BertForMaskedLM --steps 3 [--device cpu|cuda] [--dtype bfloat16]
 
 prints the result as one JSON line (the last line of stdout). The parent
 (`cuxla._bench.models`) runs each model in its own process, so that a crash or
@@ -205,14 +206,31 @@ def _train(model, batch: dict, steps: int, sync, seed: int = 1) -> tuple[list[fl
     return losses, times
 
 
-def _float64_copy(model):
-    """The yardstick's model, in float64. Mixture-of-experts layers run there
+# The precisions a zoo run trains in, and the one its yardstick runs in.
+YARDSTICKS = {"float32": "float64", "bfloat16": "float32"}
+# The largest relative difference from eager that passes, by precision:
+# bfloat16's a little over its 8 bits' rounding (2^-7), by which two correct
+# runs can differ.
+TOLERANCES = {"float32": 1e-4, "bfloat16": 1e-2}
+
+
+def _yardstick_copy(model, dtype: str):
+    """The yardstick's model, in `dtype`. Mixture-of-experts layers run there
     through transformers' reference loop over the experts: torch's grouped
     matrix product, their default, has no float64 kernel."""
-    double = copy.deepcopy(model).double()
-    if getattr(double.config, "_experts_implementation", None) not in (None, "eager"):
-        double.set_experts_implementation("eager")
-    return double
+    import torch
+
+    wider = copy.deepcopy(model).to(getattr(torch, dtype))
+    if getattr(wider.config, "_experts_implementation", None) not in (None, "eager"):
+        wider.set_experts_implementation("eager")
+    return wider
+
+
+def _in_dtype(batch: dict, dtype: str) -> dict:
+    """`batch` with its floating-point tensors in `dtype`."""
+    import torch
+
+    return {k: v.to(getattr(torch, dtype)) if v.is_floating_point() else v for k, v in batch.items()}
 
 
 def _first_line(error: BaseException) -> str:
@@ -225,11 +243,11 @@ def _first_line(error: BaseException) -> str:
 
 # A gradient below this share of the model's largest is taken for rounding.
 NOISE = 1e-6
-# How much further from a float64 eager run than float32 eager cuxla may be,
-# where float32 eager itself is further than the tolerance. PyTorch's dynamo
+# How much further from the yardstick's run (eager one precision up) than
+# eager cuxla may be, where eager itself is further than the tolerance. PyTorch's dynamo
 # benchmarks judge accuracy so (torch._dynamo.utils.same with fp64_ref: 2 to 3
 # times, on each tensor's RMS error); the worst element of a model is noisier.
-FLOAT32_SLACK = 3.0
+ROUNDING_SLACK = 3.0
 
 
 # With the models' own dropout the runs draw different masks: cuxla's loss may
@@ -278,24 +296,29 @@ def _rate(part, whole):
     return None if part is None or not whole else part / whole
 
 
-def run(name: str, steps: int = 3, device: str = "cpu", tolerance: float = 1e-4, dropout: str = "zero") -> dict:
-    """One model: eager, eager in float64, then cuxla; the row that `bench
-    models` tabulates."""
+def run(name: str, steps: int = 3, device: str = "cpu", tolerance: float | None = None, dropout: str = "zero",
+        dtype: str = "float32") -> dict:
+    """One model in `dtype`: eager, eager one precision up (the yardstick),
+    then cuxla; the row that `bench models` tabulates. `tolerance`: by
+    default TOLERANCES'."""
     import torch
 
     import cuxla.dynamo
 
     from . import _torch_memory
 
-    row = {"model": name, "class": MODELS.get(name, (name,))[0], "device": device, "steps": steps,
+    row = {"model": name, "class": MODELS.get(name, (name,))[0], "device": device, "steps": steps, "dtype": dtype,
            "device_name": torch.cuda.get_device_name(device) if device.startswith("cuda") else "CPU",
            "verdict": None, "detail": ""}
+    tolerance = TOLERANCES[dtype] if tolerance is None else tolerance
     start = time.perf_counter()
     built = build(name, device, dropout)
     if built is None:
         return {**row, "verdict": "not in transformers",
                 "detail": f"transformers {_version()} has no model class {row['class']}"}
     model, batch = built
+    if dtype != "float32":  # built in float32
+        model, batch = model.to(getattr(torch, dtype)), _in_dtype(batch, dtype)
     row["attention"] = getattr(model.config, "_attn_implementation", None)
     cuda = device.startswith("cuda")
     if cuda:  # XLA's GPU matmuls are full float32: so must eager's be
@@ -303,7 +326,8 @@ def run(name: str, steps: int = 3, device: str = "cpu", tolerance: float = 1e-4,
         torch.backends.cudnn.allow_tf32 = False
     sync = torch.cuda.synchronize if cuda else (lambda: None)
 
-    reference, double = copy.deepcopy(model), _float64_copy(model)
+    yardstick = YARDSTICKS[dtype]
+    reference, wider = copy.deepcopy(model), _yardstick_copy(model, yardstick)
     reseeded = copy.deepcopy(model) if dropout == "default" else None  # eager under another seed
     try:
         if cuda:
@@ -313,11 +337,10 @@ def run(name: str, steps: int = 3, device: str = "cpu", tolerance: float = 1e-4,
     except Exception as error:
         traceback.print_exc()
         return {**row, "verdict": "eager failed", "detail": _first_line(error), "seconds": time.perf_counter() - start}
-    try:  # the yardstick of float32's own rounding
-        double_losses, _ = _train(double, {k: v.double() if v.is_floating_point() else v for k, v in batch.items()},
-                                  steps, sync)
-    except Exception as error:  # a kernel without float64: the tolerance alone decides
-        row["float64_failed"], double = _first_line(error), None
+    try:  # the yardstick of the run's own rounding
+        wider_losses, _ = _train(wider, _in_dtype(batch, yardstick), steps, sync)
+    except Exception as error:  # a kernel without the wider dtype: the tolerance alone decides
+        row["yardstick_failed"], wider = _first_line(error), None
 
     torch._dynamo.reset()
     cuxla.dynamo.reset_report()
@@ -347,31 +370,31 @@ def run(name: str, steps: int = 3, device: str = "cpu", tolerance: float = 1e-4,
     steady = statistics.median(times[1:] or times)
     params = _compare_params(reference, model)
     differences = {"losses": _loss_difference(eager_losses, losses), "parameters": params["max_param_diff"]}
-    # Where float32 eager is itself far from float64 (an ill-conditioned model),
-    # cuxla passes if it is about as far: within FLOAT32_SLACK times as far.
+    # Where eager is itself far from the yardstick (an ill-conditioned model,
+    # or bfloat16), cuxla passes if it is about as far: within ROUNDING_SLACK times.
     own = theirs = {}
-    if double is not None:
-        own = {"losses": _loss_difference(double_losses, eager_losses),
-               "parameters": _compare_params(double, reference)["max_param_diff"]}
-        theirs = {"losses": _loss_difference(double_losses, losses),
-                  "parameters": _compare_params(double, model)["max_param_diff"]}
+    if wider is not None:
+        own = {"losses": _loss_difference(wider_losses, eager_losses),
+               "parameters": _compare_params(wider, reference)["max_param_diff"]}
+        theirs = {"losses": _loss_difference(wider_losses, losses),
+                  "parameters": _compare_params(wider, model)["max_param_diff"]}
     if dropout == "default":  # XLA draws its own masks: the runs can track each other, not agree
         other_losses, _ = _train(reseeded, batch, steps, sync, seed=2)
         row["eager_other_seed"] = _loss_difference(eager_losses, other_losses)
         wrong = [] if differences["losses"] <= max(DROPOUT_TRACKING, 2 * row["eager_other_seed"]) else ["losses"]
     else:
         wrong = [what for what, d in differences.items()
-                 if not (d <= tolerance or (own and theirs[what] <= FLOAT32_SLACK * own[what]))]
+                 if not (d <= tolerance or (own and theirs[what] <= ROUNDING_SLACK * own[what]))]
     detail = f"losses {differences['losses']:.1e}, parameters {differences['parameters']:.1e}"
     if dropout == "default":
         detail += f"; eager under another seed {row['eager_other_seed']:.1e}"
     elif own and max(differences.values()) > tolerance:
-        detail += f"; eager float32 itself {own['losses']:.1e}, {own['parameters']:.1e} from float64"
+        detail += f"; eager {dtype} itself {own['losses']:.1e}, {own['parameters']:.1e} from {yardstick}"
     if wrong:
         detail += f" (worst: {'loss' if wrong == ['losses'] else params['worst_param']})"
     row.update(
         params, losses_cuxla=losses, max_loss_diff=differences["losses"], step_ms_cuxla=steady * 1e3,
-        eager_vs_float64=own or None, cuxla_vs_float64=theirs or None,
+        eager_vs_yardstick=own or None, cuxla_vs_yardstick=theirs or None,
         # The first step's extra time over a later one: tracing, partitioning, lowering, compiling.
         compile_s=max(times[0] - steady, 0.0),
         peak_mib_cuxla=_torch_memory.torch_max_memory_allocated() / 2**20 if cuda else None,
@@ -403,8 +426,9 @@ def main(argv: list[str] | None = None) -> int:
     one.add_argument("name", help="a zoo name, or any transformers model class")
     one.add_argument("--steps", type=int, default=3)
     one.add_argument("--device", help="default: cuda if present, else cpu")
-    one.add_argument("--tolerance", type=float, default=1e-4, help="largest relative difference that passes")
+    one.add_argument("--tolerance", type=float, help="largest relative difference that passes (default: by dtype)")
     one.add_argument("--dropout", choices=["zero", "default"], default="zero")
+    one.add_argument("--dtype", choices=list(YARDSTICKS), default="float32", help="the precision trained in")
     commands.add_parser("list", help="the zoo's names")
     args = parser.parse_args(argv)
     if args.command == "list":
@@ -418,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
 
         _torch_memory.use_xla_allocator_if_asked()
     try:
-        row = run(args.name, args.steps, device, args.tolerance, args.dropout)
+        row = run(args.name, args.steps, device, args.tolerance, args.dropout, args.dtype)
     except Exception as error:  # building the model, or the comparison itself
         traceback.print_exc()
         row = {"model": args.name, "device": device, "verdict": "error", "detail": _first_line(error)}

@@ -133,10 +133,19 @@ def test_the_float64_yardstick_runs_mixture_of_experts_models():
     # tolerance alone, and float32's own rounding (a token routed to another
     # expert) reads as cuxla's error.
     model, batch = _zoo.build("GptOss", "cpu")
-    double = _zoo._float64_copy(model)
+    double = _zoo._yardstick_copy(model, "float64")
     assert {p.dtype for p in double.parameters()} == {torch.float64}
     assert math.isfinite(double(**batch).loss.item())  # raised, with torch's grouped product
     assert model.config._experts_implementation != "eager", "the model itself keeps its own experts' path"
+
+
+def test_a_bfloat16_run_is_judged_against_float32_and_runs_its_experts_in_xla():
+    # What users train in: GPT-OSS's experts in bfloat16 are torch's grouped
+    # product (in float32 transformers' own op), which PyTorch ran until cuxla lowered it.
+    row = _zoo.run("GptOss", steps=2, dtype="bfloat16")
+    assert row["dtype"] == "bfloat16" and row["verdict"] == "pass", row
+    assert row["xla_ops"] == row["aten_ops"] > 0 and row["xla_programs"] == row["graphs"], row["fallbacks"]
+    assert row["eager_vs_yardstick"]["parameters"] > 1e-4, "eager in bfloat16 is not float32's run"
 
 
 def test_the_causal_lm_subset_is_transformers_own_classes_past_the_zoo():

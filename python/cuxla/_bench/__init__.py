@@ -35,7 +35,8 @@ def main(args) -> int:
             names = _zoo.causal_lms()
         else:
             names = list(_zoo.MODELS)
-        return models(names, args.steps or 3, args.jobs, args.timeout, args.out, args.dropout, args.tolerance)
+        return models(names, args.steps or 3, args.jobs, args.timeout, args.out, args.dropout, args.tolerance,
+                      args.dtype)
     if args.what == "train":
         return train((args.models or "bert,gpt2,llama").split(","), split_backends(args.backends), args.rounds,
                      args.steps or 4, args.out, args.tf32, args.size)

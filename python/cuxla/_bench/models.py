@@ -13,15 +13,18 @@ from . import writers
 
 
 def models(names: list[str], steps: int = 3, jobs: int = 1, timeout_s: float = 600, out_dir: str = "bench-results",
-           dropout: str = "zero", tolerance: float = 1e-4) -> int:
+           dropout: str = "zero", tolerance: float | None = None, dtype: str = "float32") -> int:
     """The model zoo, eager against cuxla, each model in a child process
     (`python -m cuxla._zoo run`), `jobs` at a time."""
     import concurrent.futures
 
+    from .. import _zoo
+
+    tolerance = _zoo.TOLERANCES[dtype] if tolerance is None else tolerance
     # The children share the cores rather than each taking all of them.
     threads = str(max(1, (os.cpu_count() or 1) // jobs))
-    command = ["--steps", str(steps), "--dropout", dropout, "--tolerance", str(tolerance)]
-    print(f"cuxla bench models: {len(names)} models, {steps} AdamW steps each, eager vs cuxla, "
+    command = ["--steps", str(steps), "--dropout", dropout, "--tolerance", str(tolerance), "--dtype", dtype]
+    print(f"cuxla bench models: {len(names)} models, {steps} AdamW steps each in {dtype}, eager vs cuxla, "
           f"{jobs} at a time, {timeout_s:g} s each at most", flush=True)
     started = time.perf_counter()
     rows: dict[str, dict] = {}
@@ -38,7 +41,7 @@ def models(names: list[str], steps: int = 3, jobs: int = 1, timeout_s: float = 6
             partial.write_text(json.dumps([rows[n] for n in names if n in rows], indent=1))
     ordered = [rows[name] for name in names]
     print(f"{len(names)} models in {time.perf_counter() - started:.0f} s")
-    writers.write_models(ordered, steps, dropout, tolerance, pathlib.Path(out_dir))
+    writers.write_models(ordered, steps, dropout, tolerance, dtype, pathlib.Path(out_dir))
     partial.unlink()
     return 0
 

@@ -261,7 +261,8 @@ def _top_fallbacks(row: dict) -> str:
     return ", ".join(f"{f['op'].removeprefix('aten.')} ×{f['count']}" for f in (row.get("fallbacks") or [])[:3])
 
 
-def write_models(rows: list[dict], steps: int, dropout: str, tolerance: float, out_dir: pathlib.Path) -> None:
+def write_models(rows: list[dict], steps: int, dropout: str, tolerance: float, dtype: str,
+                 out_dir: pathlib.Path) -> None:
     from .. import _zoo
 
     card = next((r["device_name"] for r in rows if r.get("device_name")), "?")
@@ -280,11 +281,11 @@ def write_models(rows: list[dict], steps: int, dropout: str, tolerance: float, o
             f"track each other; parameters are shown, not judged)."
             if dropout == "default" else
             f"Pass: losses at every step and parameters after the last within {tolerance:g} relative of "
-            f"eager's; or, where float32 eager is itself further than that from a float64 eager run, at most "
-            f"{_zoo.FLOAT32_SLACK:g}x as far from it as float32 eager. Parameters: max|a - b| over the model's "
+            f"eager's; or, where eager is itself further than that from an eager run in "
+            f"{_zoo.YARDSTICKS[dtype]}, at most {_zoo.ROUNDING_SLACK:g}x as far from it as eager. Parameters: max|a - b| over the model's "
             f"largest |a|, tensors whose gradient is rounding noise in both runs left out.")
     lines = [f"Model zoo on {card}: {steps} AdamW steps (lr 1e-3), eager vs torch.compile(backend=\"cuxla\"), "
-             f"batch 2 x 16, small configs, random weights, dropout {dropout}. {rule} "
+             f"batch 2 x 16, small configs, random weights, {dtype}, dropout {dropout}. {rule} "
              f"Compile: first cuxla step minus the median later step. Graph breaks: where Dynamo cut the "
              f"model's Python (the same under any backend; between graphs PyTorch runs eagerly).",
              "", summary, "",
