@@ -5,7 +5,7 @@ import argparse
 import pathlib
 import sys
 
-from . import __version__
+from . import __version__, _zoo
 
 _ERRORS = (ValueError, RuntimeError, BufferError, MemoryError)  # what cuxla raises
 
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None, prog: str = "cuxla") -> int:
                        help="models: largest relative difference from eager of losses and parameters that "
                             "passes (default 1e-4 in float32, 1e-2 in bfloat16; more where eager itself is as far "
                             "from eager one precision up)")
-    bench.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
+    bench.add_argument("--dtype", choices=list(_zoo.YARDSTICKS), default="float32",
                        help="models: the precision the models train in (the yardstick: float64, float32)")
     bench.add_argument("--tf32", action="store_true",
                        help="train: float32 matrix products in TF32 for every backend (default: full float32 for all)")

@@ -62,7 +62,8 @@ def _depthwise_convolution_taps(input, weight, bias, stride, padding, dilation):
     total = None
     for tap in itertools.product(*map(range, kernel)):
         start = [0] * leading + [t * step for t, step in zip(tap, dilation)]
-        limit = [*x.shape[:leading], *(first + (n - 1) * st + 1 for first, n, st in zip(start[leading:], outputs, stride))]
+        limit = [*x.shape[:leading],
+                 *(first + (n - 1) * st + 1 for first, n, st in zip(start[leading:], outputs, stride))]
         window = jax.lax.slice(x, start, limit, [1] * leading + list(stride))
         term = window * weight[(slice(None), 0, *tap)].astype(dtype).reshape(-1, *(1,) * spatial)
         total = term if total is None else total + term

@@ -244,9 +244,10 @@ def _first_line(error: BaseException) -> str:
 # A gradient below this share of the model's largest is taken for rounding.
 NOISE = 1e-6
 # How much further from the yardstick's run (eager one precision up) than
-# eager cuxla may be, where eager itself is further than the tolerance. PyTorch's dynamo
-# benchmarks judge accuracy so (torch._dynamo.utils.same with fp64_ref: 2 to 3
-# times, on each tensor's RMS error); the worst element of a model is noisier.
+# eager cuxla may be, where eager itself is further than the tolerance.
+# PyTorch's dynamo benchmarks judge accuracy so (torch._dynamo.utils.same with
+# fp64_ref: 2 to 3 times, on each tensor's RMS error); the worst element of a
+# model is noisier.
 ROUNDING_SLACK = 3.0
 
 

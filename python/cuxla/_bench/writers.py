@@ -282,8 +282,9 @@ def write_models(rows: list[dict], steps: int, dropout: str, tolerance: float, d
             if dropout == "default" else
             f"Pass: losses at every step and parameters after the last within {tolerance:g} relative of "
             f"eager's; or, where eager is itself further than that from an eager run in "
-            f"{_zoo.YARDSTICKS[dtype]}, at most {_zoo.ROUNDING_SLACK:g}x as far from it as eager. Parameters: max|a - b| over the model's "
-            f"largest |a|, tensors whose gradient is rounding noise in both runs left out.")
+            f"{_zoo.YARDSTICKS[dtype]}, at most {_zoo.ROUNDING_SLACK:g}x as far from it as eager. Parameters: "
+            f"max|a - b| over the model's largest |a|, tensors whose gradient is rounding noise in both runs "
+            f"left out.")
     lines = [f"Model zoo on {card}: {steps} AdamW steps (lr 1e-3), eager vs torch.compile(backend=\"cuxla\"), "
              f"batch 2 x 16, small configs, random weights, {dtype}, dropout {dropout}. {rule} "
              f"Compile: first cuxla step minus the median later step. Graph breaks: where Dynamo cut the "
