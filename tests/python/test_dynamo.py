@@ -246,7 +246,7 @@ def test_a_depthwise_convolution_and_its_gradients_are_float64s_rounded(tdev, ca
     # Mamba's and the gated delta rule's causal convolutions, ConvNeXt's and
     # MobileNet's: on the CPU cuxla lowers them as a sum of taps. Judged, as
     # eager is, against float64 on the same inputs: within 4 units of the
-    # largest value's last place (eager and cuxla within 0.5 in bfloat16 on an H100).
+    # largest value's last place (cuxla within half a unit in bfloat16 on an H100).
     input_shape, weight_shape, stride, padding, dilation, biased = _DEPTHWISE[case]
     torch.manual_seed(0)
     x = torch.randn(input_shape, device=tdev, dtype=dtype, requires_grad=True)
