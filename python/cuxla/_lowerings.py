@@ -271,17 +271,23 @@ def _ragged_rows(x, groups, offsets, accumulate):
     import jax
     import jax.numpy as jnp
 
-    sizes = jnp.diff(offsets, prepend=0).astype(jnp.int32)
-    product = jax.lax.ragged_dot(x, groups, sizes, preferred_element_type=accumulate)
+    product = jax.lax.ragged_dot(x, groups, _group_sizes(offsets), preferred_element_type=accumulate)
     # Zeroed here rather than left to how each platform's XLA treats rows outside every group.
     in_a_group = jnp.arange(x.shape[0]) < offsets[-1]
     return jnp.where(in_a_group[:, None], product, jnp.zeros((), product.dtype))
 
 
+def _group_sizes(offsets):
+    """Each group's size, from where each group ends."""
+    import jax.numpy as jnp
+
+    return jnp.diff(offsets, prepend=0).astype(jnp.int32)
+
+
 def _grouped_mm(input, weight, offsets):
     """transformers' grouped product of experts (its own op, taken where
-    torch's is not: float32 under torch.compile)."""
-    return _ragged_rows(input, weight, offsets, _computation_dtype(input.dtype)).astype(input.dtype)
+    torch's is not: float32 under torch.compile): torch's, rows in groups."""
+    return _grouped_matrix_product(input, weight, offsets)
 
 
 def _grouped_mm_backward(input, weight, offsets, grad_output):
@@ -316,8 +322,7 @@ def _grouped_matrix_product(self, mat2, offs=None, bias=None, out_dtype=None):
     else:
         contraction_in_groups = jax.lax.RaggedDotDimensionNumbers(
             dot_dimension_numbers=(([1], [0]), ([], [])), lhs_ragged_dimensions=[1], rhs_group_dimensions=[])
-        sizes = jnp.diff(offs, prepend=0).astype(jnp.int32)
-        product = jax.lax.ragged_dot_general(self, mat2, sizes, contraction_in_groups,
+        product = jax.lax.ragged_dot_general(self, mat2, _group_sizes(offs), contraction_in_groups,
                                              preferred_element_type=accumulate)
     return product.astype(dtype)
 
