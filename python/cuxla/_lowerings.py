@@ -6,8 +6,11 @@ precision), ops whose lowering costs XLA a buffer it need not write or a
 pass it need not make (the negative log-likelihood's backward, layer norm's
 backward) and ops whose lowering on the CPU is a call the CPU plugin
 refuses (the triangular solve) or that XLA's CPU runs slowly (the
-depthwise convolution). Each takes and returns JAX arrays."""
+depthwise convolution, the ragged products of experts). Each takes and
+returns JAX arrays."""
 from __future__ import annotations
+
+import functools
 
 import torch
 
@@ -267,14 +270,142 @@ def _solve_triangular(a, b, *, upper, left=True, unitriangular=False):
 def _ragged_rows(x, groups, offsets, accumulate):
     """Rows offsets[i-1]:offsets[i] of `x` times matrix i of `groups` (rows
     past the last offset are 0), accumulated in `accumulate`: a ragged
-    matrix product."""
+    matrix product. XLA's CPU computes XLA's ragged product densely, every
+    row against every group (Qwen3-MoE's 256 rows and 128 experts: 128 times
+    the work): there, one tile of rows and one group at a time."""
     import jax
     import jax.numpy as jnp
 
+    if _lowering_platform() == "cpu":
+        return _tiled_ragged_rows()(x, groups, _group_sizes(offsets), accumulate)
     product = jax.lax.ragged_dot(x, groups, _group_sizes(offsets), preferred_element_type=accumulate)
     # Zeroed here rather than left to how each platform's XLA treats rows outside every group.
     in_a_group = jnp.arange(x.shape[0]) < offsets[-1]
     return jnp.where(in_a_group[:, None], product, jnp.zeros((), product.dtype))
+
+
+def _ragged_contraction(a, b, offsets, accumulate):
+    """For each group i, columns offsets[i-1]:offsets[i] of `a` times the same
+    rows of `b` (a ragged product's weight gradient), accumulated in
+    `accumulate`; on the CPU a tile of rows at a time, as `_ragged_rows`."""
+    import jax
+
+    sizes = _group_sizes(offsets)
+    if _lowering_platform() == "cpu":
+        return _ragged_contraction_in_tiles(a.T, b, sizes, accumulate)
+    contraction_in_groups = jax.lax.RaggedDotDimensionNumbers(
+        dot_dimension_numbers=(([1], [0]), ([], [])), lhs_ragged_dimensions=[1], rhs_group_dimensions=[])
+    return jax.lax.ragged_dot_general(a, b, sizes, contraction_in_groups, preferred_element_type=accumulate)
+
+
+# Rows a tile holds: from 8 to 32 cost alike on Qwen3-MoE's and larger experts (two CPU cores).
+_ROWS_PER_TILE = 16
+
+
+def _for_each_tile_and_group(sizes, rows: int, step, initial):
+    """`initial` through step(carry, first_row, group, in_group) for every
+    tile of _ROWS_PER_TILE rows (`rows`, a multiple of it) and every group
+    of consecutive rows (of `sizes`) that share a row with it, in row order,
+    `in_group` saying which of the tile's rows are the group's; a few steps
+    more have no row in a group. Each step moves on to the next group if
+    this one ends in the tile, else to the next tile: at most as many steps
+    as tiles and groups together."""
+    import jax
+    import jax.numpy as jnp
+
+    tiles, groups = rows // _ROWS_PER_TILE, sizes.shape[0]
+    ends = jnp.cumsum(sizes)
+    starts = ends - sizes
+
+    def visit(_, state):
+        tile, group, carry = state
+        current = jnp.minimum(group, groups - 1)
+        first_row = tile * _ROWS_PER_TILE
+        row = first_row + jnp.arange(_ROWS_PER_TILE)
+        in_group = (row >= starts[current]) & (row < ends[current]) & (group < groups)
+        carry = step(carry, first_row, current, in_group)
+        group_ends_here = ends[current] <= first_row + _ROWS_PER_TILE
+        return (jnp.where(group_ends_here, tile, jnp.minimum(tile + 1, tiles - 1)),
+                jnp.where(group_ends_here, group + 1, group), carry)
+
+    zero = jnp.zeros((), jnp.int32)
+    return jax.lax.fori_loop(0, tiles + groups, visit, (zero, zero, initial))[2]
+
+
+def _in_whole_tiles(x):
+    """`x` with zero rows added up to a whole number of tiles."""
+    import jax.numpy as jnp
+
+    return jnp.pad(x, ((0, -x.shape[0] % _ROWS_PER_TILE), (0, 0)))
+
+
+def _ragged_rows_in_tiles(x, groups, sizes, accumulate, transposed: bool = False):
+    """`_ragged_rows` of group sizes, a tile of rows times one group's matrix
+    (its transpose if `transposed`) a step; rows in no group are 0."""
+    import jax
+    import jax.numpy as jnp
+
+    padded = _in_whole_tiles(x)
+    contracted = 1 if transposed else 0
+
+    def add_product(out, first_row, group, in_group):
+        tile = jax.lax.dynamic_slice_in_dim(padded, first_row, _ROWS_PER_TILE)
+        tile = jnp.where(in_group[:, None], tile, jnp.zeros((), tile.dtype))
+        matrix = jax.lax.dynamic_index_in_dim(groups, group, keepdims=False)
+        product = jax.lax.dot_general(tile, matrix, (((1,), (contracted,)), ((), ())),
+                                      preferred_element_type=accumulate)
+        total = jax.lax.dynamic_slice_in_dim(out, first_row, _ROWS_PER_TILE) + product
+        return jax.lax.dynamic_update_slice_in_dim(out, total, first_row, 0)
+
+    out = jnp.zeros((padded.shape[0], groups.shape[2 - contracted]), accumulate)
+    if padded.shape[0]:
+        out = _for_each_tile_and_group(sizes, padded.shape[0], add_product, out)
+    return out[:x.shape[0]]
+
+
+def _ragged_contraction_in_tiles(x, y, sizes, accumulate):
+    """For each group, its rows of `x` transposed times its rows of `y`: a
+    ragged product's weight gradient, a tile of rows a step."""
+    import jax
+    import jax.numpy as jnp
+
+    x, y = _in_whole_tiles(x), _in_whole_tiles(y)
+
+    def add_product(out, first_row, group, in_group):
+        tile = jax.lax.dynamic_slice_in_dim(x, first_row, _ROWS_PER_TILE)
+        tile = jnp.where(in_group[:, None], tile, jnp.zeros((), tile.dtype))
+        product = jax.lax.dot_general(tile, jax.lax.dynamic_slice_in_dim(y, first_row, _ROWS_PER_TILE),
+                                      (((0,), (0,)), ((), ())), preferred_element_type=accumulate)
+        total = jax.lax.dynamic_index_in_dim(out, group, keepdims=False) + product
+        return jax.lax.dynamic_update_index_in_dim(out, total, group, 0)
+
+    out = jnp.zeros((sizes.shape[0], x.shape[1], y.shape[1]), accumulate)
+    return _for_each_tile_and_group(sizes, x.shape[0], add_product, out) if x.shape[0] else out
+
+
+@functools.cache
+def _tiled_ragged_rows():
+    """`_ragged_rows_in_tiles` with its derivative in tiles too: the input's
+    gradient the same product against the transposed matrices, the
+    matrices' a ragged contraction (differentiating the loop instead would
+    keep every step's matrix for the backward)."""
+    import jax
+
+    @functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
+    def ragged_rows(x, groups, sizes, accumulate):
+        return _ragged_rows_in_tiles(x, groups, sizes, accumulate)
+
+    def forward(x, groups, sizes, accumulate):
+        return ragged_rows(x, groups, sizes, accumulate), (x, groups, sizes)
+
+    def backward(accumulate, saved, grad):
+        x, groups, sizes = saved
+        grad_x = _ragged_rows_in_tiles(grad, groups, sizes, accumulate, transposed=True)
+        grad_groups = _ragged_contraction_in_tiles(x, grad, sizes, accumulate)
+        return grad_x.astype(x.dtype), grad_groups.astype(groups.dtype), None
+
+    ragged_rows.defvjp(forward, backward)
+    return ragged_rows
 
 
 def _group_sizes(offsets):
@@ -305,7 +436,6 @@ def _grouped_matrix_product(self, mat2, offs=None, bias=None, out_dtype=None):
     with both 2-D the contraction (a product per group); without, a batched
     product. Accumulated in float32 for half precision, as PyTorch's kernels
     do; what lies past the last offset, which PyTorch leaves unwritten, is 0."""
-    import jax
     import jax.numpy as jnp
     from torchax.ops import mappings
 
@@ -320,10 +450,7 @@ def _grouped_matrix_product(self, mat2, offs=None, bias=None, out_dtype=None):
     elif self.ndim == 3:
         product = _ragged_rows(mat2.T, jnp.swapaxes(self, 1, 2), offs, accumulate).T
     else:
-        contraction_in_groups = jax.lax.RaggedDotDimensionNumbers(
-            dot_dimension_numbers=(([1], [0]), ([], [])), lhs_ragged_dimensions=[1], rhs_group_dimensions=[])
-        product = jax.lax.ragged_dot_general(self, mat2, _group_sizes(offs), contraction_in_groups,
-                                             preferred_element_type=accumulate)
+        product = _ragged_contraction(self, mat2, offs, accumulate)
     return product.astype(dtype)
 
 

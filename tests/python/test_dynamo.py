@@ -1020,6 +1020,64 @@ def test_torchs_grouped_matrix_product_and_its_gradients_run_in_xla(tdev, case):
     assert report["xla_ops"] == report["aten_ops"] > 0, report["fallbacks"]
 
 
+# Groups over several of the CPU's 16-row tiles, within one, empty; rows 62-69 in none.
+_RAGGED_SIZES = [0, 37, 5, 0, 20]
+
+
+@pytest.mark.parametrize("op", ["transformers' float32", "torch's bfloat16"])
+def test_a_ragged_product_and_its_gradients_are_float64s_rounded(tdev, op):
+    # The CPU's lowering visits each tile of rows and each group in it; what
+    # a group's rows get is judged against float64, a group at a time.
+    if op.startswith("transformers"):
+        pytest.importorskip("transformers.integrations.moe")
+        dtype, product = torch.float32, torch.ops.transformers.grouped_mm_fallback
+    else:
+        dtype, product = torch.bfloat16, lambda x, w, offsets: torch._grouped_mm(x, w, offs=offsets)
+    torch.manual_seed(0)
+    ends = torch.tensor(_RAGGED_SIZES).cumsum(0)
+    x = torch.randn(70, 24, device=tdev, dtype=dtype, requires_grad=True)
+    w = torch.randn(len(_RAGGED_SIZES), 24, 40, device=tdev, dtype=dtype, requires_grad=True)
+    got = torch.compile(product, backend="cuxla")(x, w, ends.to(tdev, torch.int32))
+    gradient = torch.randn_like(got)
+    got_x, got_w = torch.autograd.grad(got, (x, w), gradient)
+    exact_x, exact_w, exact_gradient = x.detach().double(), w.detach().double(), gradient.double()
+    exact, exact_grad_x, exact_grad_w = (torch.zeros_like(t) for t in (exact_gradient, exact_x, exact_w))
+    for group, (start, end) in enumerate(zip([0, *ends[:-1].tolist()], ends.tolist())):
+        exact[start:end] = exact_x[start:end] @ exact_w[group]
+        exact_grad_x[start:end] = exact_gradient[start:end] @ exact_w[group].T
+        exact_grad_w[group] = exact_x[start:end].T @ exact_gradient[start:end]
+    in_groups = slice(None, int(ends[-1]))
+    for value, expected in ((got[in_groups], exact[in_groups]), (got_x[in_groups], exact_grad_x[in_groups]),
+                            (got_w, exact_grad_w)):
+        units = torch.finfo(dtype).eps * expected.abs().max()
+        torch.testing.assert_close(value.double(), expected, rtol=0, atol=4 * units)
+    outside = slice(int(ends[-1]), None)
+    assert not got[outside].any() and not got_x[outside].any()  # cuxla's choice where PyTorch writes nothing
+    report = cuxla.dynamo.report()
+    assert report["xla_ops"] == report["aten_ops"] > 0, report["fallbacks"]
+
+
+@pytest.mark.parametrize("platform", ["cpu", "cuda"])
+def test_only_the_cpu_lowers_a_ragged_product_in_tiles(platform):
+    # XLA's CPU computes its ragged product densely, every row against every
+    # group; elsewhere XLA's own.
+    import jax
+
+    from cuxla import _lowerings, _torchax
+
+    def forward_and_backward(x, groups, offsets):
+        output, vjp = jax.vjp(lambda x, groups: _lowerings._ragged_rows(x, groups, offsets, x.dtype), x, groups)
+        return output, vjp(output)
+
+    shapes = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in
+              (((40, 8), jax.numpy.float32), ((3, 8, 4), jax.numpy.float32), ((3,), jax.numpy.int32))]
+    _torchax.environment()  # torchax imported as cuxla imports it
+    with _torchax.lowering_context(platform):
+        program = jax.jit(forward_and_backward).trace(*shapes).lower(lowering_platforms=(platform,)).as_text()
+    assert ("ragged_dot" in program) == (platform != "cpu")
+    assert ("stablehlo.while" in program) == (platform == "cpu")
+
+
 def test_an_error_of_the_backend_itself_leaves_the_graph_to_pytorch(tdev, monkeypatch):
     def broken(gm):
         raise RuntimeError("a rewrite failed")
