@@ -289,10 +289,11 @@ def _ragged_contraction(a, b, offsets, accumulate):
     rows of `b` (a ragged product's weight gradient), accumulated in
     `accumulate`; on the CPU a tile of rows at a time, as `_ragged_rows`."""
     import jax
+    import jax.numpy as jnp
 
     sizes = _group_sizes(offsets)
-    if _lowering_platform() == "cpu":
-        return _ragged_contraction_in_tiles(a.T, b, sizes, accumulate)
+    if _lowering_platform() == "cpu":  # made as its transpose, as `_tiled_ragged_rows` makes the weights' gradient
+        return jnp.swapaxes(_ragged_contraction_in_tiles(b, a.T, sizes, accumulate), 1, 2)
     contraction_in_groups = jax.lax.RaggedDotDimensionNumbers(
         dot_dimension_numbers=(([1], [0]), ([], [])), lhs_ragged_dimensions=[1], rhs_group_dimensions=[])
     return jax.lax.ragged_dot_general(a, b, sizes, contraction_in_groups, preferred_element_type=accumulate)
@@ -388,20 +389,24 @@ def _tiled_ragged_rows():
     """`_ragged_rows_in_tiles` with its derivative in tiles too: the input's
     gradient the same product against the transposed matrices, the
     matrices' a ragged contraction (differentiating the loop instead would
-    keep every step's matrix for the backward)."""
+    keep every step's matrix for the backward). The matrices are read, and
+    their gradient made, through their transposes: transformers keeps most
+    experts' weights as (experts, out, in) and hands their transposes in,
+    and two transposes cancel where a loop's operand would be a copy."""
     import jax
+    import jax.numpy as jnp
 
     @functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
     def ragged_rows(x, groups, sizes, accumulate):
-        return _ragged_rows_in_tiles(x, groups, sizes, accumulate)
+        return _ragged_rows_in_tiles(x, jnp.swapaxes(groups, 1, 2), sizes, accumulate, transposed=True)
 
     def forward(x, groups, sizes, accumulate):
         return ragged_rows(x, groups, sizes, accumulate), (x, groups, sizes)
 
     def backward(accumulate, saved, grad):
         x, groups, sizes = saved
-        grad_x = _ragged_rows_in_tiles(grad, groups, sizes, accumulate, transposed=True)
-        grad_groups = _ragged_contraction_in_tiles(x, grad, sizes, accumulate)
+        grad_x = _ragged_rows_in_tiles(grad, jnp.swapaxes(groups, 1, 2), sizes, accumulate)
+        grad_groups = jnp.swapaxes(_ragged_contraction_in_tiles(grad, x, sizes, accumulate), 1, 2)
         return grad_x.astype(x.dtype), grad_groups.astype(groups.dtype), None
 
     ragged_rows.defvjp(forward, backward)
