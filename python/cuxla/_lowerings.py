@@ -314,6 +314,8 @@ def _for_each_tile_and_group(sizes, rows: int, step, initial):
     import jax
     import jax.numpy as jnp
 
+    if rows == 0:
+        return initial
     tiles, groups = rows // _ROWS_PER_TILE, sizes.shape[0]
     ends = jnp.cumsum(sizes)
     starts = ends - sizes
@@ -340,6 +342,15 @@ def _in_whole_tiles(x):
     return jnp.pad(x, ((0, -x.shape[0] % _ROWS_PER_TILE), (0, 0)))
 
 
+def _group_rows_of_tile(x, first_row, in_group):
+    """The tile of `x` from `first_row`, its rows outside the group zeros."""
+    import jax
+    import jax.numpy as jnp
+
+    tile = jax.lax.dynamic_slice_in_dim(x, first_row, _ROWS_PER_TILE)
+    return jnp.where(in_group[:, None], tile, jnp.zeros((), tile.dtype))
+
+
 def _ragged_rows_in_tiles(x, groups, sizes, accumulate, transposed: bool = False):
     """`_ragged_rows` of group sizes, a tile of rows times one group's matrix
     (its transpose if `transposed`) a step; rows in no group are 0."""
@@ -350,18 +361,14 @@ def _ragged_rows_in_tiles(x, groups, sizes, accumulate, transposed: bool = False
     contracted = 1 if transposed else 0
 
     def add_product(out, first_row, group, in_group):
-        tile = jax.lax.dynamic_slice_in_dim(padded, first_row, _ROWS_PER_TILE)
-        tile = jnp.where(in_group[:, None], tile, jnp.zeros((), tile.dtype))
         matrix = jax.lax.dynamic_index_in_dim(groups, group, keepdims=False)
-        product = jax.lax.dot_general(tile, matrix, (((1,), (contracted,)), ((), ())),
-                                      preferred_element_type=accumulate)
+        product = jax.lax.dot_general(_group_rows_of_tile(padded, first_row, in_group), matrix,
+                                      (((1,), (contracted,)), ((), ())), preferred_element_type=accumulate)
         total = jax.lax.dynamic_slice_in_dim(out, first_row, _ROWS_PER_TILE) + product
         return jax.lax.dynamic_update_slice_in_dim(out, total, first_row, 0)
 
     out = jnp.zeros((padded.shape[0], groups.shape[2 - contracted]), accumulate)
-    if padded.shape[0]:
-        out = _for_each_tile_and_group(sizes, padded.shape[0], add_product, out)
-    return out[:x.shape[0]]
+    return _for_each_tile_and_group(sizes, padded.shape[0], add_product, out)[:x.shape[0]]
 
 
 def _ragged_contraction_in_tiles(x, y, sizes, accumulate):
@@ -373,15 +380,14 @@ def _ragged_contraction_in_tiles(x, y, sizes, accumulate):
     x, y = _in_whole_tiles(x), _in_whole_tiles(y)
 
     def add_product(out, first_row, group, in_group):
-        tile = jax.lax.dynamic_slice_in_dim(x, first_row, _ROWS_PER_TILE)
-        tile = jnp.where(in_group[:, None], tile, jnp.zeros((), tile.dtype))
-        product = jax.lax.dot_general(tile, jax.lax.dynamic_slice_in_dim(y, first_row, _ROWS_PER_TILE),
+        product = jax.lax.dot_general(_group_rows_of_tile(x, first_row, in_group),
+                                      jax.lax.dynamic_slice_in_dim(y, first_row, _ROWS_PER_TILE),
                                       (((0,), (0,)), ((), ())), preferred_element_type=accumulate)
         total = jax.lax.dynamic_index_in_dim(out, group, keepdims=False) + product
         return jax.lax.dynamic_update_index_in_dim(out, total, group, 0)
 
     out = jnp.zeros((sizes.shape[0], x.shape[1], y.shape[1]), accumulate)
-    return _for_each_tile_and_group(sizes, x.shape[0], add_product, out) if x.shape[0] else out
+    return _for_each_tile_and_group(sizes, x.shape[0], add_product, out)
 
 
 @functools.cache
