@@ -187,14 +187,16 @@ def _batch(class_name: str, config, device: str) -> dict:
     return {"input_ids": ids, "labels": ids}
 
 
-def _train(model, batch: dict, steps: int, sync, seed: int = 1) -> tuple[list[float], list[float]]:
-    """Losses and seconds of `steps` AdamW steps."""
+def _train(model, batch: dict, steps: int, sync, seed: int = 1) -> tuple[list[float], list[float], list[int]]:
+    """Losses, seconds and graphs Dynamo compiled, of each of `steps` AdamW steps."""
     import torch
 
+    compiled_graphs = torch._dynamo.utils.counters["stats"]
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     torch.manual_seed(seed)  # the same random numbers (with dropout) in every run
-    losses, times = [], []
+    losses, times, compiled = [], [], []
     for _ in range(steps):
+        graphs_before = compiled_graphs["unique_graphs"]
         start = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
         loss = model(**batch).loss
@@ -203,7 +205,19 @@ def _train(model, batch: dict, steps: int, sync, seed: int = 1) -> tuple[list[fl
         losses.append(loss.item())
         sync()
         times.append(time.perf_counter() - start)
-    return losses, times
+        compiled.append(compiled_graphs["unique_graphs"] - graphs_before)
+    return losses, times, compiled
+
+
+def _steady_step(times: list[float], compiled: list[int]) -> tuple[float, int]:
+    """The seconds of a step after the first that compiled nothing (their
+    median), and how many steps after the first compiled again: a model that
+    changes its own Python in its first step (BigBird picks its attention)
+    compiles again in its second. Where every later step compiled, their
+    median, compiles and all."""
+    later = list(zip(times[1:], compiled[1:]))
+    without_compiles = [t for t, graphs in later if not graphs]
+    return statistics.median(without_compiles or times[1:] or times), sum(1 for _, graphs in later if graphs)
 
 
 # The precisions a zoo run trains in, and the one its yardstick runs in.
@@ -333,13 +347,13 @@ def run(name: str, steps: int = 3, device: str = "cpu", tolerance: float | None 
     try:
         if cuda:
             _torch_memory.reset_torch_peak_memory_stats()
-        eager_losses, eager_times = _train(reference, batch, steps, sync)
+        eager_losses, eager_times, _ = _train(reference, batch, steps, sync)
         row["peak_mib_eager"] = _torch_memory.torch_max_memory_allocated() / 2**20 if cuda else None
     except Exception as error:
         traceback.print_exc()
         return {**row, "verdict": "eager failed", "detail": _first_line(error), "seconds": time.perf_counter() - start}
     try:  # the yardstick of the run's own rounding
-        wider_losses, _ = _train(wider, _in_dtype(batch, yardstick), steps, sync)
+        wider_losses, *_ = _train(wider, _in_dtype(batch, yardstick), steps, sync)
     except Exception as error:  # a kernel without the wider dtype: the tolerance alone decides
         row["yardstick_failed"], wider = _first_line(error), None
 
@@ -348,7 +362,7 @@ def run(name: str, steps: int = 3, device: str = "cpu", tolerance: float | None 
     if cuda:
         _torch_memory.reset_torch_peak_memory_stats()
     try:
-        losses, times = _train(torch.compile(model, backend="cuxla"), batch, steps, sync)
+        losses, times, compiled = _train(torch.compile(model, backend="cuxla"), batch, steps, sync)
         error = None
     except Exception as caught:
         traceback.print_exc()
@@ -368,7 +382,7 @@ def run(name: str, steps: int = 3, device: str = "cpu", tolerance: float | None 
     if error is not None:
         return {**row, "verdict": "error", "detail": _first_line(error), "seconds": time.perf_counter() - start}
 
-    steady = statistics.median(times[1:] or times)
+    steady, compiled_again = _steady_step(times, compiled)
     params = _compare_params(reference, model)
     differences = {"losses": _loss_difference(eager_losses, losses), "parameters": params["max_param_diff"]}
     # Where eager is itself far from the yardstick (an ill-conditioned model,
@@ -380,7 +394,7 @@ def run(name: str, steps: int = 3, device: str = "cpu", tolerance: float | None 
         theirs = {"losses": _loss_difference(wider_losses, losses),
                   "parameters": _compare_params(wider, model)["max_param_diff"]}
     if dropout == "default":  # XLA draws its own masks: the runs can track each other, not agree
-        other_losses, _ = _train(reseeded, batch, steps, sync, seed=2)
+        other_losses, *_ = _train(reseeded, batch, steps, sync, seed=2)
         row["eager_other_seed"] = _loss_difference(eager_losses, other_losses)
         wrong = [] if differences["losses"] <= max(DROPOUT_TRACKING, 2 * row["eager_other_seed"]) else ["losses"]
     else:
@@ -393,8 +407,12 @@ def run(name: str, steps: int = 3, device: str = "cpu", tolerance: float | None 
         detail += f"; eager {dtype} itself {own['losses']:.1e}, {own['parameters']:.1e} from {yardstick}"
     if wrong:
         detail += f" (worst: {'loss' if wrong == ['losses'] else params['worst_param']})"
+    if compiled_again:
+        detail += (f"; Dynamo compiled again in {compiled_again} of the {steps - 1} later steps"
+                   + (", whose time the step's includes" if compiled_again == steps - 1 else ""))
     row.update(
         params, losses_cuxla=losses, max_loss_diff=differences["losses"], step_ms_cuxla=steady * 1e3,
+        later_steps_compiling=compiled_again,
         eager_vs_yardstick=own or None, cuxla_vs_yardstick=theirs or None,
         # The first step's extra time over a later one: tracing, partitioning, lowering, compiling.
         compile_s=max(times[0] - steady, 0.0),

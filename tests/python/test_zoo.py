@@ -6,6 +6,7 @@ import math
 import subprocess
 import sys
 import time
+import types
 
 import pytest
 import torch
@@ -72,6 +73,34 @@ def test_a_tensor_with_a_rounding_noise_gradient_is_reported_but_not_counted():
     assert noise["noise_gradient_tensors"] == ["bias"], noise
     assert noise["max_param_diff"] == 0.0 and noise["worst_tensor"] == "bias"
     assert noise["max_param_diff_per_tensor"] > 1e-3
+
+
+class _PicksItsPathInItsFirstStep(torch.nn.Module):
+    """As BigBird does: its first forward changes an attribute Dynamo guards
+    on, so its second step compiles again and its third does not."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 1)
+        self.first = True
+
+    def forward(self, x):
+        y = self.linear(x)
+        if self.first:
+            self.first = False
+            y = y * 2
+        return types.SimpleNamespace(loss=y.square().mean())
+
+
+def test_the_step_time_leaves_out_steps_that_compiled_again():
+    torch._dynamo.reset()
+    model = torch.compile(_PicksItsPathInItsFirstStep(), backend="cuxla")
+    _, times, compiled = _zoo._train(model, {"x": torch.ones(2, 4)}, 3, lambda: None)
+    assert compiled[0] >= 1 and compiled[1] >= 1 and compiled[2] == 0, compiled
+    assert _zoo._steady_step(times, compiled) == (times[2], 1)
+    # Where every later step compiled, their median stands, compiles and all.
+    assert _zoo._steady_step([5.0, 4.0, 3.0], [1, 2, 1]) == (3.5, 2)
+    assert _zoo._steady_step([5.0, 4.0, 3.0, 1.0], [1, 0, 0, 0]) == (3.0, 0)
 
 
 def test_failing_models_give_rows_and_the_files_are_written(tmp_path):

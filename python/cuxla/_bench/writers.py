@@ -287,8 +287,8 @@ def write_models(rows: list[dict], steps: int, dropout: str, tolerance: float, d
             f"left out.")
     lines = [f"Model zoo on {card}: {steps} AdamW steps (lr 1e-3), eager vs torch.compile(backend=\"cuxla\"), "
              f"batch 2 x 16, small configs, random weights, {dtype}, dropout {dropout}. {rule} "
-             f"Compile: first cuxla step minus the median later step. Graph breaks: where Dynamo cut the "
-             f"model's Python (the same under any backend; between graphs PyTorch runs eagerly).",
+             f"Compile: first cuxla step minus the median later step that compiled nothing. Graph breaks: "
+             f"where Dynamo cut the model's Python (the same under any backend; between graphs PyTorch runs eagerly).",
              "", summary, "",
              "| model | verdict | graph breaks | XLA programs / graph | ATen ops in XLA | compile (s) | step eager (ms) | "
              "step cuxla (ms) |" + (" peak torch / XLA (MiB) |" if cuda else "") + " top fallbacks | detail |",
