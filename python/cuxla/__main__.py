@@ -61,9 +61,10 @@ def main(argv: list[str] | None = None, prog: str = "cuxla") -> int:
                        help="train: float32 matrix products in TF32 for every backend (default: full float32 for all)")
     bench.add_argument("--size", choices=["tiny", "base"],
                        help="train: the models' size (default: base on a GPU, tiny on the CPU)")
-    bench.add_argument("--subset", choices=["ci", "causal-lms"],
+    bench.add_argument("--subset", choices=["ci", "causal-lms", "image-classifiers"],
                        help="models: ci = a few models, about 2 minutes on 2 cores; causal-lms = every "
-                            "*ForCausalLM class of the installed transformers outside the zoo (about 40 minutes)")
+                            "*ForCausalLM class of the installed transformers outside the zoo (about 40 minutes); "
+                            "image-classifiers = every *ForImageClassification class")
     args = parser.parse_args(argv)
     try:
         return _run(args)

@@ -1,5 +1,5 @@
-"""The JAX lowerings cuxla adds to torchax's: ops it lacks (convolution's
-backward, the fused attention pair, torch's and transformers' grouped matrix
+"""The JAX lowerings cuxla adds to torchax's: ops it lacks (convolution's and pooling's
+backwards, the fused attention pair, torch's and transformers' grouped matrix
 products of mixture-of-experts layers), ops whose lowering gives other numbers than
 PyTorch (max-pool's backward, reductions asked for in a dtype, norms in half
 precision), ops whose lowering costs XLA a buffer it need not write or a
@@ -88,6 +88,33 @@ def _convolution_backward(grad_output, input, weight, bias_sizes, stride, paddin
     grad_input, grad_weight = vjp(grad_output)
     grad_bias = grad_output.sum(axis=[d for d in range(grad_output.ndim) if d != 1]) if output_mask[2] else None
     return (grad_input if output_mask[0] else None, grad_weight if output_mask[1] else None, grad_bias)
+
+
+def _avg_pool_backward(grad_output, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                       divisor_override):
+    """The derivative of torchax's average pooling (2-D and 3-D), so that
+    forward and backward agree on every padding, ceiling and divisor."""
+    import jax
+    from torchax.ops import jaten
+
+    def pool(x):
+        return jaten._aten_avg_pool(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+
+    return jax.vjp(pool, input)[1](grad_output)[0]
+
+
+def _adaptive_avg_pool_backward(grad_output, input):
+    """The derivative of torchax's adaptive average pooling (2-D and 3-D),
+    to the output size the gradient has."""
+    import jax
+    from torchax.ops import jaten
+
+    spatial = input.ndim - 2 if input.ndim in (4, 5) else input.ndim - 1
+
+    def pool(x):
+        return jaten.adaptive_avg_pool2or3d(x, grad_output.shape[-spatial:])
+
+    return jax.vjp(pool, input)[1](grad_output)[0]
 
 
 def _max_pool2d_backward(grad_output, input, kernel_size, stride, padding, dilation, ceil_mode, indices):
@@ -472,6 +499,10 @@ def lowerings() -> dict:
         aten.convolution.default: _convolution,
         aten.convolution_backward.default: _convolution_backward,
         aten.max_pool2d_with_indices_backward.default: _max_pool2d_backward,
+        aten.avg_pool2d_backward.default: _avg_pool_backward,
+        aten.avg_pool3d_backward.default: _avg_pool_backward,
+        aten._adaptive_avg_pool2d_backward.default: _adaptive_avg_pool_backward,
+        aten._adaptive_avg_pool3d_backward.default: _adaptive_avg_pool_backward,
         aten.sum.dim_IntList: _in_dtype("_aten_sum"),
         aten.mean.default: _in_dtype("_aten_mean"),
         aten.mean.dim: _in_dtype("_aten_mean"),

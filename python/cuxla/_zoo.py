@@ -120,20 +120,47 @@ CI_SUBSET = ["BertForMaskedLM", "DistillGPT2", "T5ForConditionalGeneration", "Ba
 def causal_lms() -> list[str]:
     """Every causal language model class of the installed transformers the
     zoo does not train already: architectures past the benchmark list's."""
+    return _classes_ending("ForCausalLM")
+
+
+def image_classifiers() -> list[str]:
+    """Every image classification model class of the installed transformers:
+    vision transformers, convolutional networks and hybrids."""
+    return _classes_ending("ForImageClassification")
+
+
+def _classes_ending(suffix: str) -> list[str]:
     import transformers
 
     trained = {class_name for class_name, _ in MODELS.values()}
     return sorted(name for name in dir(transformers)
-                  if name.endswith("ForCausalLM") and not name.startswith("Auto") and name not in trained)
+                  if name.endswith(suffix) and not name.startswith("Auto") and name not in trained)
 
 
-_DROPOUT = re.compile(r"(dropout|pdrop|layerdrop)(_prob|_rate|_p)?$")
+# Classes past the zoo whose default config is their largest: EfficientNet's
+# is B7 at 600 x 600; B0's, whose last convolution's 1280 channels hidden_dim
+# names again.
+_CLASS_OVERRIDES = {"EfficientNetForImageClassification": {"width_coefficient": 1.0, "depth_coefficient": 1.0,
+                                                           "image_size": 224, "hidden_dim": 1280}}
+
+
+# Dropout's rates, and stochastic depth's (drop_path_rate, EfficientNet's
+# drop_connect_rate): a rate, or one per stage.
+_DROPOUT = re.compile(r"(dropout|pdrop|layerdrop)(_prob|_rate|_p)?$|(^|_)drop(_[a-z]+)*_rate$")
 
 
 def config_for(config_cls, overrides: dict, dropout: str = "zero"):
     """The small config: SMALL under the names this config has, overrides on top."""
-    defaults = config_cls().to_dict()
-    kwargs = {k: v for k, v in SMALL.items() if k in defaults}
+    kwargs = _small(config_cls().to_dict(), getattr(config_cls, "sub_configs", {}), dropout)
+    kwargs.update(overrides)
+    return config_cls(**kwargs)
+
+
+def _small(defaults: dict, parts: dict, dropout: str) -> dict:
+    """What makes a config of these `defaults` small, and those of its
+    `parts` (a composite config's own configs: CLIP's vision and text towers)."""
+    # A vision model's stages each have their own count (Swin's num_heads, a list): kept.
+    kwargs = {k: v for k, v in SMALL.items() if k in defaults and not isinstance(defaults[k], (list, tuple))}
     vocab = kwargs.get("vocab_size", defaults.get("vocab_size"))
     # Special tokens of the full vocabulary would index past the small one.
     for key, value in defaults.items():
@@ -142,9 +169,12 @@ def config_for(config_cls, overrides: dict, dropout: str = "zero"):
     if dropout == "zero":
         # A compiled program draws its random numbers otherwise than eager
         # PyTorch: with dropout, the runs cannot agree step by step.
-        kwargs.update({k: 0.0 for k in defaults if _DROPOUT.search(k)})
-    kwargs.update(overrides)
-    return config_cls(**kwargs)
+        kwargs.update({k: [0.0] * len(v) if isinstance(v, (list, tuple)) else 0.0
+                       for k, v in defaults.items() if _DROPOUT.search(k)})
+    for part in parts:
+        if isinstance(defaults.get(part), dict):
+            kwargs[part] = {**defaults[part], **_small(defaults[part], {}, dropout)}
+    return kwargs
 
 
 def build(name: str, device: str, dropout: str = "zero"):
@@ -153,8 +183,8 @@ def build(name: str, device: str, dropout: str = "zero"):
     import torch
     import transformers
 
-    class_name, overrides = MODELS.get(name, (name, {}))
-    if class_name.endswith("ForSequenceClassification"):
+    class_name, overrides = MODELS.get(name, (name, _CLASS_OVERRIDES.get(name, {})))
+    if class_name.endswith(("ForSequenceClassification", "ForImageClassification")):
         # Else the first forward sets it, and the second step compiles again.
         overrides = {"problem_type": "single_label_classification", **overrides}
     model_cls = getattr(transformers, class_name, None)
@@ -173,18 +203,38 @@ def build(name: str, device: str, dropout: str = "zero"):
 def _batch(class_name: str, config, device: str) -> dict:
     import torch
 
+    if class_name.endswith("ForImageClassification") and class_name != "ImageGPTForImageClassification":
+        return {**_images(class_name, getattr(config, "vision_config", None) or config, device),
+                "labels": torch.randint(0, config.num_labels, (BATCH,), device=device)}
     # Ids above the special tokens (pad, bos, eos are small ids or vocab - 1).
     ids = torch.randint(4, config.vocab_size - 1, (BATCH, SEQUENCE), device=device)
     if class_name.endswith("ForQuestionAnswering"):
         return {"input_ids": ids, "start_positions": torch.randint(0, SEQUENCE, (BATCH,), device=device),
                 "end_positions": torch.randint(0, SEQUENCE, (BATCH,), device=device)}
-    if class_name.endswith("ForSequenceClassification"):
+    # ImageGPT's pixels are a sequence of colour ids.
+    if class_name.endswith("ForSequenceClassification") or class_name == "ImageGPTForImageClassification":
         return {"input_ids": ids, "labels": torch.randint(0, config.num_labels, (BATCH,), device=device)}
     if class_name.startswith("Whisper"):  # the encoder's two convolutions halve the frames
         frames = 2 * config.max_source_positions
         return {"input_features": torch.randn(BATCH, config.num_mel_bins, frames, device=device), "labels": ids}
     # Language models, masked, causal and seq2seq: the model shifts the labels itself.
     return {"input_ids": ids, "labels": ids}
+
+
+def _images(class_name: str, config, device: str) -> dict:
+    """A batch of images at the config's own size and colours (ImageNet's
+    224 x 224 RGB where it names none: convolutional networks take any size)."""
+    import torch
+
+    if class_name.startswith("Siglip2"):  # images come as their patches, flattened, with a mask and a grid
+        side = math.isqrt(config.num_patches)
+        return {"pixel_values": torch.randn(BATCH, config.num_patches,
+                                            config.num_channels * config.patch_size ** 2, device=device),
+                "pixel_attention_mask": torch.ones(BATCH, config.num_patches, dtype=torch.int32, device=device),
+                "spatial_shapes": torch.tensor([[side, side]] * BATCH, device=device)}
+    size = getattr(config, "image_size", 224)
+    height, width = (size, size) if isinstance(size, int) else size
+    return {"pixel_values": torch.randn(BATCH, getattr(config, "num_channels", 3), height, width, device=device)}
 
 
 def _train(model, batch: dict, steps: int, sync, seed: int = 1) -> tuple[list[float], list[float], list[int]]:

@@ -274,6 +274,33 @@ def test_a_depthwise_convolution_and_its_gradients_are_float64s_rounded(tdev, ca
     assert report["xla_ops"] == report["aten_ops"] > 0, report["fallbacks"]
 
 
+_POOLS = {  # input shape, the pooling
+    "2-D, padded, ceiling, padding not counted": (
+        (2, 3, 9, 10), lambda x: torch.nn.functional.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False)),
+    "2-D, a divisor given": ((2, 3, 8, 8), lambda x: torch.nn.functional.avg_pool2d(x, 2, divisor_override=3)),
+    "PoolFormer's: stride 1, padding counted": (
+        (2, 4, 7, 7), lambda x: torch.nn.functional.avg_pool2d(x, 3, 1, 1, count_include_pad=False) - x),
+    "3-D, padded": ((2, 2, 5, 6, 7), lambda x: torch.nn.functional.avg_pool3d(x, 3, 2, 1)),
+    "adaptive 2-D, sizes not dividing": ((2, 3, 10, 7), lambda x: torch.nn.functional.adaptive_avg_pool2d(x, (3, 4))),
+    "adaptive 3-D": ((2, 2, 6, 6, 6), lambda x: torch.nn.functional.adaptive_avg_pool3d(x, 2)),
+}
+
+
+@pytest.mark.parametrize("case", _POOLS)
+def test_average_pooling_and_its_gradient_run_in_xla_as_eager_computes_them(tdev, case):
+    # PoolFormer's token mixer and EfficientNet's head: their backward ops had no lowering and ran in
+    # PyTorch between XLA programs (PoolFormer: 7 programs a graph).
+    shape, pool = _POOLS[case]
+    torch.manual_seed(0)
+    x = torch.randn(shape, device=tdev, dtype=torch.float64, requires_grad=True)
+    expected, got = pool(x), torch.compile(pool, backend="cuxla")(x)
+    torch.testing.assert_close(got, expected)
+    gradient = torch.randn_like(expected)
+    torch.testing.assert_close(torch.autograd.grad(got, x, gradient)[0], torch.autograd.grad(expected, x, gradient)[0])
+    report = cuxla.dynamo.report()
+    assert report["xla_ops"] == report["aten_ops"] > 0 and report["xla_programs"] == 2, report["fallbacks"]
+
+
 @pytest.mark.parametrize("groups", [8, 2], ids=["depthwise", "grouped"])
 @pytest.mark.parametrize("platform", ["cpu", "cuda"])
 def test_only_the_cpu_lowers_a_depthwise_convolution_as_taps(platform, groups):

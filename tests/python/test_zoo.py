@@ -183,3 +183,26 @@ def test_the_causal_lm_subset_is_transformers_own_classes_past_the_zoo():
     assert "LlamaForCausalLM" not in names, "the zoo trains it already, as Llama"
     assert not any(name.startswith("Auto") for name in names)
     assert len(names) > 100  # transformers 5 has about 160
+
+
+def test_the_image_classifier_subset_is_transformers_own_classes():
+    names = _zoo.image_classifiers()
+    assert {"ViTForImageClassification", "ResNetForImageClassification", "SwinForImageClassification",
+            "ConvNextForImageClassification"} <= set(names)
+    assert not any(name.startswith("Auto") for name in names)
+    assert len(names) > 30  # transformers 5 has about 40
+
+
+@pytest.mark.parametrize("name", ["SwinForImageClassification", "CLIPForImageClassification",
+                                  "Siglip2ForImageClassification", "ImageGPTForImageClassification"])
+def test_an_image_classifier_builds_small_with_a_batch_it_takes(name):
+    model, batch = _zoo.build(name, "cpu")
+    assert batch["labels"].shape == (_zoo.BATCH,)
+    if name.startswith("Swin"):  # a count per stage stays a list: one number would not build
+        assert model.config.num_heads == type(model.config)().num_heads and len(model.config.num_heads) == 4
+    if name.startswith("CLIP"):  # a composite config's towers are small too
+        assert model.config.vision_config.hidden_size == 64 and model.config.vision_config.num_hidden_layers == 2
+        assert sum(p.numel() for p in model.parameters()) < 1e6
+    loss = model(**batch).loss
+    loss.backward()
+    assert loss.ndim == 0 and math.isfinite(loss.item())

@@ -33,6 +33,8 @@ def main(args) -> int:
             names = _zoo.CI_SUBSET
         elif args.subset == "causal-lms":
             names = _zoo.causal_lms()
+        elif args.subset == "image-classifiers":
+            names = _zoo.image_classifiers()
         else:
             names = list(_zoo.MODELS)
         return models(names, args.steps or 3, args.jobs, args.timeout, args.out, args.dropout, args.tolerance,
