@@ -18,6 +18,7 @@ constexpr std::string_view kCommandBufferFlag = "--xla_gpu_enable_command_buffer
 constexpr std::string_view kTritonGemmFlag = "--xla_gpu_enable_triton_gemm";
 constexpr std::string_view kDotMergerFlag = "--xla_gpu_dot_merger_threshold_mb";
 constexpr std::string_view kAutotuneFlag = "--xla_gpu_autotune_level";
+constexpr std::string_view kXnnpackFlag = "--xla_cpu_use_xnnpack";
 
 bool OneOf(std::string_view value, std::initializer_list<std::string_view> allowed) {
   for (std::string_view a : allowed)
@@ -75,6 +76,7 @@ std::optional<std::string> XlaFlags(const char* xla_flags, const XlaSettings& se
   if (off(settings.triton_gemm)) add(kTritonGemmFlag, "false");
   if (off(settings.dot_merger)) add(kDotMergerFlag, "0");
   if (settings.autotune_level != nullptr) add(kAutotuneFlag, settings.autotune_level);
+  add(kXnnpackFlag, "false");
   if (amended == flags) return std::nullopt;
   return amended;
 }

@@ -43,6 +43,11 @@ struct XlaSettings {
 //   step kept the device busy 0.6 ms less apart) unless CUXLA_DOT_MERGER=1;
 // - --xla_gpu_autotune_level=N when CUXLA_AUTOTUNE_LEVEL=N (0 to 4; 0 spends
 //   no compile time trying kernels, XLA's default is 4);
+// - --xla_cpu_use_xnnpack=false, always: XLA's CPU hands some products to
+//   XNNPACK, which keeps a weight it packed for the next execution by its
+//   address, where cuxla's arguments are PyTorch's memory that training
+//   updates in place (a Linear(2048, 512)'s input gradient 99% off at the
+//   second step);
 // each added only where the user's XLA_FLAGS does not name that flag.
 std::optional<std::string> XlaFlags(const char* xla_flags, const XlaSettings& settings);
 

@@ -240,6 +240,8 @@ TEST(XlaLoggingTest, XlasLevelIsInTheEnvironmentBeforeMain) {
 
 // The settings that leave each of cuxla's flags but the one under test to XLA.
 constexpr XlaSettings kOthersAsked{.command_buffers = "1", .triton_gemm = "1", .dot_merger = "1"};
+// Added whatever the settings, unless the user's flags name it.
+const std::string kXnnpackOff = " --xla_cpu_use_xnnpack=false";
 
 TEST(XlaFlagsTest, EachSwitchIsOffUnlessAskedForOrTheUsersFlagsSayOtherwise) {
   struct Switch {
@@ -256,27 +258,29 @@ TEST(XlaFlagsTest, EachSwitchIsOffUnlessAskedForOrTheUsersFlagsSayOtherwise) {
     for (const char* value : {static_cast<const char*>(nullptr), "0"}) {
       XlaSettings settings = kOthersAsked;
       settings.*s.setting = value;
-      EXPECT_EQ(XlaFlags(nullptr, settings), s.off);
-      EXPECT_EQ(XlaFlags("--xla_dump_to=/tmp/d", settings), std::string("--xla_dump_to=/tmp/d ") + s.off);
-      EXPECT_EQ(XlaFlags(s.users_own, settings), std::nullopt);
+      EXPECT_EQ(XlaFlags(nullptr, settings), s.off + kXnnpackOff);
+      EXPECT_EQ(XlaFlags("--xla_dump_to=/tmp/d", settings), std::string("--xla_dump_to=/tmp/d ") + s.off + kXnnpackOff);
+      EXPECT_EQ(XlaFlags(s.users_own, settings), s.users_own + kXnnpackOff);
     }
   }
-  EXPECT_EQ(XlaFlags("--xla_dump_to=/tmp/d", kOthersAsked), std::nullopt);
+  EXPECT_EQ(XlaFlags("--xla_dump_to=/tmp/d", kOthersAsked), "--xla_dump_to=/tmp/d" + kXnnpackOff);
+  EXPECT_EQ(XlaFlags("--xla_cpu_use_xnnpack=true", kOthersAsked), std::nullopt);
 }
 
 TEST(XlaFlagsTest, AllOfCuxlasFlagsUnsetIsEachOff) {
   EXPECT_EQ(XlaFlags(nullptr, {}),
-            "--xla_gpu_enable_command_buffer= --xla_gpu_enable_triton_gemm=false --xla_gpu_dot_merger_threshold_mb=0");
+            "--xla_gpu_enable_command_buffer= --xla_gpu_enable_triton_gemm=false --xla_gpu_dot_merger_threshold_mb=0" +
+                kXnnpackOff);
 }
 
 TEST(XlaFlagsTest, AutotuneLevelWhenAskedForUnlessTheUsersFlagsSetIt) {
   XlaSettings settings = kOthersAsked;
   settings.autotune_level = "0";
-  EXPECT_EQ(XlaFlags(nullptr, settings), "--xla_gpu_autotune_level=0");
-  EXPECT_EQ(XlaFlags("--xla_gpu_autotune_level=4", settings), std::nullopt);
+  EXPECT_EQ(XlaFlags(nullptr, settings), "--xla_gpu_autotune_level=0" + kXnnpackOff);
+  EXPECT_EQ(XlaFlags("--xla_gpu_autotune_level=4", settings), "--xla_gpu_autotune_level=4" + kXnnpackOff);
   settings.command_buffers = nullptr;
   settings.autotune_level = "2";
-  EXPECT_EQ(XlaFlags(nullptr, settings), "--xla_gpu_enable_command_buffer= --xla_gpu_autotune_level=2");
+  EXPECT_EQ(XlaFlags(nullptr, settings), "--xla_gpu_enable_command_buffer= --xla_gpu_autotune_level=2" + kXnnpackOff);
 }
 
 TEST(XlaFlagsTest, XlasFlagsAreInTheEnvironmentBeforeMain) {

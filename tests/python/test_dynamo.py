@@ -783,6 +783,31 @@ def _compiled_matches_eager(fn, *inputs):
     return got, expected
 
 
+def test_a_weight_updated_in_place_is_read_as_it_is_at_each_step(tdev):
+    # A program reads PyTorch's weights where they are, and an optimizer
+    # updates them there. XLA's CPU handed this product's input gradient to
+    # XNNPACK, which kept the weight it packed at the first step by its address
+    # and multiplied by it again at the second (99% off).
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(2048, 512, device=tdev)
+    eager = copy.deepcopy(layer)
+    x = torch.randn(100, 2048, device=tdev, requires_grad=True)
+    compiled = torch.compile(lambda x: layer(x).square().sum(), backend="cuxla")
+    for step in range(2):
+        gradients = []
+        for run, module in ((compiled, layer), (lambda x: eager(x).square().sum(), eager)):
+            x.grad = None
+            module.zero_grad(set_to_none=True)
+            run(x).backward()
+            gradients.append((x.grad, module.weight.grad))
+        for got, expected in zip(*gradients):
+            torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4 * expected.abs().max().item())
+        with torch.no_grad():
+            change = torch.randn_like(layer.weight)
+            layer.weight.add_(change)
+            eager.weight.add_(change)
+
+
 def test_inputs_saved_for_the_backward_are_the_inputs_not_copies(tdev):
     # The forward graph returns its inputs for the backward: handed back as
     # they are, as eager does, not copied by XLA (a copy costs memory, and

@@ -76,27 +76,30 @@ def test_cuxla_log_that_is_no_level_is_a_value_error(monkeypatch, client):
 
 
 @pytest.mark.parametrize("variables, flags", [
-    ({}, "--xla_gpu_enable_command_buffer= --xla_gpu_enable_triton_gemm=false --xla_gpu_dot_merger_threshold_mb=0"),
+    ({}, "--xla_gpu_enable_command_buffer= --xla_gpu_enable_triton_gemm=false --xla_gpu_dot_merger_threshold_mb=0"
+         " --xla_cpu_use_xnnpack=false"),
     ({"CUXLA_COMMAND_BUFFERS": "0", "CUXLA_TRITON_GEMM": "1", "CUXLA_DOT_MERGER": "1"},
-     "--xla_gpu_enable_command_buffer="),
+     "--xla_gpu_enable_command_buffer= --xla_cpu_use_xnnpack=false"),
     ({"XLA_FLAGS": "--xla_dump_to=/tmp/d", "CUXLA_TRITON_GEMM": "1", "CUXLA_DOT_MERGER": "1"},
-     "--xla_dump_to=/tmp/d --xla_gpu_enable_command_buffer="),
+     "--xla_dump_to=/tmp/d --xla_gpu_enable_command_buffer= --xla_cpu_use_xnnpack=false"),
     ({"XLA_FLAGS": "--xla_gpu_enable_command_buffer=FUSION", "CUXLA_TRITON_GEMM": "1", "CUXLA_DOT_MERGER": "1"},
-     "--xla_gpu_enable_command_buffer=FUSION"),
-    ({"CUXLA_COMMAND_BUFFERS": "1", "CUXLA_TRITON_GEMM": "1", "CUXLA_DOT_MERGER": "1"}, "None"),
+     "--xla_gpu_enable_command_buffer=FUSION --xla_cpu_use_xnnpack=false"),
+    ({"CUXLA_COMMAND_BUFFERS": "1", "CUXLA_TRITON_GEMM": "1", "CUXLA_DOT_MERGER": "1"}, "--xla_cpu_use_xnnpack=false"),
+    ({"CUXLA_COMMAND_BUFFERS": "1", "CUXLA_TRITON_GEMM": "1", "CUXLA_DOT_MERGER": "1",
+      "XLA_FLAGS": "--xla_cpu_use_xnnpack=true"}, "--xla_cpu_use_xnnpack=true"),
     ({"CUXLA_COMMAND_BUFFERS": "1", "CUXLA_TRITON_GEMM": "0", "CUXLA_DOT_MERGER": "1"},
-     "--xla_gpu_enable_triton_gemm=false"),
+     "--xla_gpu_enable_triton_gemm=false --xla_cpu_use_xnnpack=false"),
     ({"CUXLA_COMMAND_BUFFERS": "1", "CUXLA_DOT_MERGER": "1", "XLA_FLAGS": "--xla_gpu_enable_triton_gemm=true"},
-     "--xla_gpu_enable_triton_gemm=true"),
+     "--xla_gpu_enable_triton_gemm=true --xla_cpu_use_xnnpack=false"),
     ({"CUXLA_COMMAND_BUFFERS": "1", "CUXLA_TRITON_GEMM": "1", "CUXLA_DOT_MERGER": "0"},
-     "--xla_gpu_dot_merger_threshold_mb=0"),
+     "--xla_gpu_dot_merger_threshold_mb=0 --xla_cpu_use_xnnpack=false"),
     ({"CUXLA_COMMAND_BUFFERS": "1", "CUXLA_TRITON_GEMM": "1", "XLA_FLAGS": "--xla_gpu_dot_merger_threshold_mb=32"},
-     "--xla_gpu_dot_merger_threshold_mb=32"),
+     "--xla_gpu_dot_merger_threshold_mb=32 --xla_cpu_use_xnnpack=false"),
     ({"CUXLA_AUTOTUNE_LEVEL": "0", "CUXLA_TRITON_GEMM": "1", "CUXLA_DOT_MERGER": "1"},
-     "--xla_gpu_enable_command_buffer= --xla_gpu_autotune_level=0"),
+     "--xla_gpu_enable_command_buffer= --xla_gpu_autotune_level=0 --xla_cpu_use_xnnpack=false"),
     ({"CUXLA_AUTOTUNE_LEVEL": "0", "CUXLA_TRITON_GEMM": "1", "CUXLA_DOT_MERGER": "1",
       "XLA_FLAGS": "--xla_gpu_autotune_level=3"},
-     "--xla_gpu_autotune_level=3 --xla_gpu_enable_command_buffer="),
+     "--xla_gpu_autotune_level=3 --xla_gpu_enable_command_buffer= --xla_cpu_use_xnnpack=false"),
 ], ids=lambda v: _names(v) if isinstance(v, dict) else "")
 def test_xla_flags_cuxla_sets_unless_the_users_own_say_otherwise(variables, flags):
     # What a fresh process's XLA reads, and its children inherit.
