@@ -1,6 +1,7 @@
 """`python -m cuxla bench models` and its child `python -m cuxla._zoo run`:
 the row a model gives, the comparison behind its verdict, and rows rather
 than a crashed parent when a model fails."""
+import copy
 import json
 import math
 import subprocess
@@ -206,3 +207,38 @@ def test_an_image_classifier_builds_small_with_a_batch_it_takes(name):
     loss = model(**batch).loss
     loss.backward()
     assert loss.ndim == 0 and math.isfinite(loss.item())
+
+
+class _Regressor(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        return types.SimpleNamespace(loss=self.linear(x).square().mean())
+
+
+def test_steps_from_one_state_tell_a_wrong_gradient_from_rounding():
+    # Each step's loss and gradients, the compiled model and the float64 one given eager's state first.
+    torch.manual_seed(0)
+    model = _Regressor()
+    eager, wider = copy.deepcopy(model), copy.deepcopy(model).double()
+    x = torch.randn(8, 4)
+    start = copy.deepcopy(model.state_dict())
+
+    def steps(compiled):
+        for module in (eager, model, wider):  # each check from the same start
+            module.load_state_dict(start)
+        return _zoo._steps_from_one_state(eager, model, compiled, wider, {"x": x}, {"x": x.double()}, 3, lambda: None)
+
+    right = steps(torch.compile(model, backend="cuxla"))
+    assert len(right) == 3
+    assert all(s["cuxla"]["loss"] < 1e-6 and s["cuxla"]["gradients"] < 1e-5 for s in right), right
+    assert all(s["yardstick"]["gradients"] < 1e-5 for s in right), right
+
+    def doubled_gradient(**inputs):  # the loss's value as eager's, its gradient twice eager's
+        loss = model(**inputs).loss
+        return types.SimpleNamespace(loss=loss + (loss - loss.detach()))
+
+    wrong = steps(doubled_gradient)
+    assert all(s["cuxla"]["loss"] < 1e-6 and s["cuxla"]["gradients"] > 0.4 for s in wrong), wrong
