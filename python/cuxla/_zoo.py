@@ -461,22 +461,14 @@ def run(name: str, steps: int = 3, device: str = "cpu", tolerance: float | None 
         detail += f" (worst: {'loss' if wrong == ['losses'] else params['worst_param']})"
     if wrong and wider is not None and dropout != "default":
         # Two runs of a sensitive model can part by rounding alone: each step judged from the same state.
-        for model_, state in ((reference, initial), (model, initial), (wider, initial)):
-            model_.load_state_dict(state)
-        stepwise = _steps_from_one_state(reference, model, compiled_model, wider, batch, _in_dtype(batch, yardstick),
-                                         steps, sync)
-        failing = [i for i, step in enumerate(stepwise)
-                   if not all(step["cuxla"][what] <= max(tolerance, ROUNDING_SLACK * step["yardstick"][what])
-                              for what in ("loss", "gradients"))]
-        worst = max(stepwise, key=lambda step: step["cuxla"]["gradients"])
-        detail += (f"; from eager's state at each step, losses within "
-                   f"{max(step['cuxla']['loss'] for step in stepwise):.1e} and gradients "
-                   f"{worst['cuxla']['gradients']:.1e} (eager {dtype} itself {worst['yardstick']['gradients']:.1e} "
-                   f"from {yardstick})" + (f": step {failing[0] + 1} is not" if failing else ""))
-        row["steps_from_one_state"] = stepwise
-        if not failing:
-            wrong = []
-            row["runs_part"] = True
+        for module in (reference, model, wider):
+            module.load_state_dict(initial)
+        row["steps_from_one_state"] = _steps_from_one_state(reference, model, compiled_model, wider, batch,
+                                                            _in_dtype(batch, yardstick), steps, sync)
+        words, failing = _step_by_step(row["steps_from_one_state"], tolerance, f"{dtype} itself", yardstick)
+        detail += words
+        if failing is None:
+            wrong, row["runs_part"] = [], True
     if compiled_again:
         detail += (f"; Dynamo compiled again in {compiled_again} of the {steps - 1} later steps"
                    + (", whose time the step's includes" if compiled_again == steps - 1 else ""))
@@ -531,6 +523,20 @@ def _steps_from_one_state(eager, model, compiled_model, wider, batch: dict, wide
         compared.append({"cuxla": apart(results["cuxla"]), "yardstick": apart(results["yardstick"])})
         optimizer.step()
     return compared
+
+
+def _step_by_step(stepwise: list[dict], tolerance: float, eager: str, yardstick: str) -> tuple[str, int | None]:
+    """The detail's words on `_steps_from_one_state`'s comparisons, and the
+    first step (from 1) whose loss or gradients are further from eager's than
+    `tolerance` and ROUNDING_SLACK times eager's own from the yardstick's."""
+    failing = [i + 1 for i, step in enumerate(stepwise)
+               if not all(step["cuxla"][what] <= max(tolerance, ROUNDING_SLACK * step["yardstick"][what])
+                          for what in ("loss", "gradients"))]
+    worst = max(stepwise, key=lambda step: step["cuxla"]["gradients"])
+    words = (f"; from eager's state at each step, losses within {max(s['cuxla']['loss'] for s in stepwise):.1e} "
+             f"and gradients {worst['cuxla']['gradients']:.1e} (eager {eager} "
+             f"{worst['yardstick']['gradients']:.1e} from {yardstick})")
+    return words + (f": step {failing[0]} is not" if failing else ""), (failing or [None])[0]
 
 
 def _loss_difference(expected: list[float], got: list[float]) -> float:
