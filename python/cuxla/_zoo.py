@@ -169,12 +169,19 @@ def _small(defaults: dict, parts: dict, dropout: str) -> dict:
     if dropout == "zero":
         # A compiled program draws its random numbers otherwise than eager
         # PyTorch: with dropout, the runs cannot agree step by step.
-        kwargs.update({k: [0.0] * len(v) if isinstance(v, (list, tuple)) else 0.0
-                       for k, v in defaults.items() if _DROPOUT.search(k)})
+        kwargs.update({k: _zeroed(v) for k, v in defaults.items() if _DROPOUT.search(k)})
     for part in parts:
         if isinstance(defaults.get(part), dict):
             kwargs[part] = {**defaults[part], **_small(defaults[part], {}, dropout)}
     return kwargs
+
+
+def _zeroed(rate):
+    """A rate, or one per stage, made 0 of its own type (a config may check
+    that an int stays an int: Mpt's attention config)."""
+    if isinstance(rate, (list, tuple)):
+        return [_zeroed(r) for r in rate]
+    return type(rate)(0) if isinstance(rate, (int, float)) else rate
 
 
 def build(name: str, device: str, dropout: str = "zero"):
@@ -206,8 +213,10 @@ def _batch(class_name: str, config, device: str) -> dict:
     if class_name.endswith("ForImageClassification") and class_name != "ImageGPTForImageClassification":
         return {**_images(class_name, getattr(config, "vision_config", None) or config, device),
                 "labels": torch.randint(0, config.num_labels, (BATCH,), device=device)}
-    # Ids above the special tokens (pad, bos, eos are small ids or vocab - 1).
-    ids = torch.randint(4, config.vocab_size - 1, (BATCH, SEQUENCE), device=device)
+    # Ids above the special tokens (pad, bos, eos are small ids or vocab - 1);
+    # a composite config's vocabulary is its text part's (Fuyu's).
+    vocabulary = getattr(config, "vocab_size", None) or config.get_text_config().vocab_size
+    ids = torch.randint(4, vocabulary - 1, (BATCH, SEQUENCE), device=device)
     if class_name.endswith("ForQuestionAnswering"):
         return {"input_ids": ids, "start_positions": torch.randint(0, SEQUENCE, (BATCH,), device=device),
                 "end_positions": torch.randint(0, SEQUENCE, (BATCH,), device=device)}

@@ -242,3 +242,14 @@ def test_steps_from_one_state_tell_a_wrong_gradient_from_rounding():
 
     wrong = steps(doubled_gradient)
     assert all(s["cuxla"]["loss"] < 1e-6 and s["cuxla"]["gradients"] > 0.4 for s in wrong), wrong
+
+
+def test_a_composite_configs_parts_are_small_and_their_rates_zero_in_their_own_types():
+    import transformers
+
+    fuyu = _zoo.config_for(transformers.FuyuConfig, {})  # its language model a part of its own
+    assert fuyu.text_config.hidden_size == 64 and fuyu.text_config.num_hidden_layers == 2
+    mpt = _zoo.config_for(transformers.MptConfig, {}, dropout="zero")  # its attention's rate checked as an int
+    assert mpt.attn_config.attn_pdrop == 0
+    assert _zoo._zeroed([0.1, 0.2]) == [0.0, 0.0] and _zoo._zeroed(None) is None
+    assert _zoo._zeroed(3) == 0 and isinstance(_zoo._zeroed(3), int)
