@@ -103,18 +103,20 @@ def _avg_pool_backward(grad_output, input, kernel_size, stride, padding, ceil_mo
     return jax.vjp(pool, input)[1](grad_output)[0]
 
 
-def _adaptive_avg_pool_backward(grad_output, input):
-    """The derivative of torchax's adaptive average pooling (2-D and 3-D),
-    to the output size the gradient has."""
-    import jax
-    from torchax.ops import jaten
+def _adaptive_avg_pool_backward(spatial: int):
+    """The derivative of torchax's adaptive average pooling over `spatial`
+    dimensions (2 or 3; batched or not), to the output size the gradient has."""
 
-    spatial = input.ndim - 2 if input.ndim in (4, 5) else input.ndim - 1
+    def lowering(grad_output, input):
+        import jax
+        from torchax.ops import jaten
 
-    def pool(x):
-        return jaten.adaptive_avg_pool2or3d(x, grad_output.shape[-spatial:])
+        def pool(x):
+            return jaten.adaptive_avg_pool2or3d(x, grad_output.shape[-spatial:])
 
-    return jax.vjp(pool, input)[1](grad_output)[0]
+        return jax.vjp(pool, input)[1](grad_output)[0]
+
+    return lowering
 
 
 def _max_pool2d_backward(grad_output, input, kernel_size, stride, padding, dilation, ceil_mode, indices):
@@ -501,8 +503,8 @@ def lowerings() -> dict:
         aten.max_pool2d_with_indices_backward.default: _max_pool2d_backward,
         aten.avg_pool2d_backward.default: _avg_pool_backward,
         aten.avg_pool3d_backward.default: _avg_pool_backward,
-        aten._adaptive_avg_pool2d_backward.default: _adaptive_avg_pool_backward,
-        aten._adaptive_avg_pool3d_backward.default: _adaptive_avg_pool_backward,
+        aten._adaptive_avg_pool2d_backward.default: _adaptive_avg_pool_backward(2),
+        aten._adaptive_avg_pool3d_backward.default: _adaptive_avg_pool_backward(3),
         aten.sum.dim_IntList: _in_dtype("_aten_sum"),
         aten.mean.default: _in_dtype("_aten_mean"),
         aten.mean.dim: _in_dtype("_aten_mean"),

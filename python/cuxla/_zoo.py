@@ -401,7 +401,8 @@ def run(name: str, steps: int = 3, device: str = "cpu", tolerance: float | None 
     sync = torch.cuda.synchronize if cuda else (lambda: None)
 
     yardstick = YARDSTICKS[dtype]
-    initial = copy.deepcopy(model.state_dict())
+    # Kept on the host: on a GPU a copy would weigh in the runs' peak memory.
+    initial = {name: t.detach().to("cpu", copy=True) for name, t in model.state_dict().items()}
     reference, wider = copy.deepcopy(model), _yardstick_copy(model, yardstick)
     reseeded = copy.deepcopy(model) if dropout == "default" else None  # eager under another seed
     try:
@@ -469,9 +470,9 @@ def run(name: str, steps: int = 3, device: str = "cpu", tolerance: float | None 
     if wrong:
         detail += f" (worst: {'loss' if wrong == ['losses'] else params['worst_param']})"
     if wrong and wider is not None and dropout != "default":
-        # Two runs of a sensitive model can part by rounding alone: each step judged from the same state.
-        for module in (reference, model, wider):
-            module.load_state_dict(initial)
+        # Two runs of a sensitive model can part by rounding alone: each step judged from the same state
+        # (eager's, from the start, given to the other two at each step).
+        reference.load_state_dict(initial)
         row["steps_from_one_state"] = _steps_from_one_state(reference, model, compiled_model, wider, batch,
                                                             _in_dtype(batch, yardstick), steps, sync)
         words, failing = _step_by_step(row["steps_from_one_state"], tolerance, f"{dtype} itself", yardstick)

@@ -283,6 +283,8 @@ _POOLS = {  # input shape, the pooling
     "3-D, padded": ((2, 2, 5, 6, 7), lambda x: torch.nn.functional.avg_pool3d(x, 3, 2, 1)),
     "adaptive 2-D, sizes not dividing": ((2, 3, 10, 7), lambda x: torch.nn.functional.adaptive_avg_pool2d(x, (3, 4))),
     "adaptive 3-D": ((2, 2, 6, 6, 6), lambda x: torch.nn.functional.adaptive_avg_pool3d(x, 2)),
+    "adaptive 3-D, unbatched": ((2, 6, 6, 6), lambda x: torch.nn.functional.adaptive_avg_pool3d(x, 2)),
+    "adaptive 2-D, unbatched": ((3, 10, 7), lambda x: torch.nn.functional.adaptive_avg_pool2d(x, (3, 4))),
 }
 
 
