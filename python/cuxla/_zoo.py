@@ -383,7 +383,7 @@ def run(name: str, steps: int = 3, device: str = "cpu", tolerance: float | None 
 
     row = {"model": name, "class": MODELS.get(name, (name,))[0], "device": device, "steps": steps, "dtype": dtype,
            "device_name": torch.cuda.get_device_name(device) if device.startswith("cuda") else "CPU",
-           "verdict": None, "detail": ""}
+           "one_pool": _torch_memory.uses_xla_allocator(), "verdict": None, "detail": ""}
     tolerance = TOLERANCES[dtype] if tolerance is None else tolerance
     start = time.perf_counter()
     built = build(name, device, dropout)

@@ -120,6 +120,20 @@ def test_failing_models_give_rows_and_the_files_are_written(tmp_path):
     assert not (tmp_path / "models-partial.json").exists(), "a finished run keeps only its table"
 
 
+def test_the_table_says_where_pytorch_allocated_from_xlas_pool(tmp_path):
+    # CUXLA_ONE_POOL=1 is the child's setting: each row says whether its process ran on the pool.
+    from cuxla._bench import writers
+
+    def table(*pools):
+        rows = [{"model": f"M{i}", "verdict": "pass", "detail": "", **pool} for i, pool in enumerate(pools)]
+        writers.write_models(rows, 3, "zero", 1e-4, "float32", tmp_path)
+        return (tmp_path / "models.md").read_text().splitlines()[0]
+
+    assert "memory pool" not in table({"one_pool": False}, {})
+    assert table({"one_pool": True}, {}).count(writers.ONE_POOL_SAID) == 1  # a timeout's row says nothing
+    assert "XLA's memory pool in 1 of the 2 processes" in table({"one_pool": True}, {"one_pool": False})
+
+
 def test_a_run_cut_short_leaves_the_rows_of_the_models_done(tmp_path):
     # A GPU call's time limit can end a sweep: what finished is on disk as it finishes.
     run = subprocess.Popen([sys.executable, "-m", "cuxla", "bench", "models", "--models",

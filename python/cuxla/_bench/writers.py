@@ -272,6 +272,10 @@ def write_models(rows: list[dict], steps: int, dropout: str, tolerance: float, d
     most_in_xla = sum((r.get("xla_op_share") or 0) >= 0.98 for r in rows)
     verdicts = ", ".join(f"{v} {n}" for v, n in collections.Counter(r["verdict"] for r in rows).most_common())
     unbroken = sum(r.get("graph_breaks") == 0 for r in rows)
+    # Rows the parent made (a timeout, a crash) say nothing of the child's pool.
+    said, pooled = sum("one_pool" in r for r in rows), sum(bool(r.get("one_pool")) for r in rows)
+    pool_said = (ONE_POOL_SAID if pooled == said else
+                 f"; PyTorch allocating from XLA's memory pool in {pooled} of the {said} processes" if pooled else "")
     without_zeros = sum(bool(r.get("backwards_without_zeros")) for r in rows)
     summary = (f"**{passed} of {len(rows)} pass**; {one_program} with one XLA program per graph; "
                f"{most_in_xla} with >= 98% of ATen ops in XLA; {unbroken} without a graph break; "
@@ -286,7 +290,7 @@ def write_models(rows: list[dict], steps: int, dropout: str, tolerance: float, d
             f"max|a - b| over the model's largest |a|, tensors whose gradient is rounding noise in both runs "
             f"left out.")
     lines = [f"Model zoo on {card}: {steps} AdamW steps (lr 1e-3), eager vs torch.compile(backend=\"cuxla\"), "
-             f"batch 2 x 16, small configs, random weights, {dtype}, dropout {dropout}. {rule} "
+             f"batch 2 x 16, small configs, random weights, {dtype}, dropout {dropout}{pool_said}. {rule} "
              f"Compile: first cuxla step minus the median later step that compiled nothing. Graph breaks: "
              f"where Dynamo cut the model's Python (the same under any backend; between graphs PyTorch runs eagerly).",
              "", summary, "",
