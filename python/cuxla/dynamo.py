@@ -63,14 +63,23 @@ fallback_random = False
 bit (the graph is split around them). Read when a graph is compiled."""
 
 
-def _programs_asked() -> int:
-    said = os.environ.get("CUXLA_BACKWARD_PROGRAMS", "") or "1"
+def _programs_asked(variable: str) -> int:
+    said = os.environ.get(variable, "") or "1"
     if not said.isdigit() or int(said) < 1:
-        raise ValueError(f"CUXLA_BACKWARD_PROGRAMS={said!r} is not a whole number of programs, 1 or more")
+        raise ValueError(f"{variable}={said!r} is not a whole number of programs, 1 or more")
     return int(said)
 
 
-backward_programs = _programs_asked()
+forward_programs = _programs_asked("CUXLA_FORWARD_PROGRAMS")
+"""How many XLA programs a graph's forward (an inference graph's too) runs
+as, cut as the backward's are (`CUXLA_FORWARD_PROGRAMS`, 1 unless set). The
+host hands PJRT every argument and output buffer of a program before the
+program's first kernel runs (on an H100 about 2.7 µs a buffer, a model's
+weights and the activations it saves): in several programs the device runs
+the first while the host hands over the next one's. Read when a graph is
+compiled."""
+
+backward_programs = _programs_asked("CUXLA_BACKWARD_PROGRAMS")
 """How many XLA programs a training graph's backward runs as, one after
 another, its ops cut in their order into runs of about equal length
 (`CUXLA_BACKWARD_PROGRAMS`, 1 unless set). One program holds, for its whole
@@ -599,11 +608,12 @@ def _aten_ops(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
 
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable:
-    """AOTAutograd's forward/backward compiler: one XLA program when every op
-    lowers, XLA programs and eager PyTorch otherwise, eager PyTorch when
+    """AOTAutograd's forward compiler: one XLA program when every op lowers
+    (`forward_programs` of them in sequence if set), XLA programs and eager
+    PyTorch otherwise, eager PyTorch when
     nothing lowers; called with boxed arguments (one list). Never raises for
     a graph it cannot lower: that graph runs in PyTorch, reported."""
-    return _boxed(_timed(_compile_graph, gm, example_inputs))
+    return _boxed(_timed(_compile_graph, gm, example_inputs, None, forward_programs))
 
 
 def compile_backward_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable:
@@ -1165,7 +1175,7 @@ class _CompiledGraph(OutputCode):
         return self
 
     def _programs(self) -> int:
-        return backward_programs if self._backward else 1
+        return backward_programs if self._backward else forward_programs
 
     def _taking_inputs(self, runs: Callable) -> Callable:
         """What runs the compiled graph on a list of inputs (a backward's may hold None: `_MissingTangents`)."""

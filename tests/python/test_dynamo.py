@@ -889,34 +889,37 @@ def test_the_forward_saves_no_more_than_eager_does(tdev, name):
         f"eager {sorted(eager.values())}")
 
 
+@pytest.mark.parametrize("half", ["forward", "backward"])
 @pytest.mark.parametrize("name", ["bert", "llama"])
-def test_a_backward_in_several_programs_trains_as_in_one(monkeypatch, tdev, name):
-    # Each program plans its own gradients and scratch: the largest plan shrinks. Both compiled here (no
-    # cache: an earlier test's AOTAutograd entry, made under saved-tensor hooks, partitions otherwise).
+def test_a_forward_or_backward_in_several_programs_trains_as_in_one(monkeypatch, tdev, name, half):
+    # A backward's programs each plan their own gradients and scratch: the largest plan shrinks. Both
+    # compiled here (no cache: an earlier test's AOTAutograd entry, made under saved-tensor hooks,
+    # partitions otherwise).
     monkeypatch.setenv("CUXLA_CACHE_DIR", "")
     runs = {}
     for programs in (1, 3):
         torch._dynamo.reset()
         cuxla.dynamo.reset_report()
-        monkeypatch.setattr(cuxla.dynamo, "backward_programs", programs)
+        monkeypatch.setattr(cuxla.dynamo, f"{half}_programs", programs)
         losses = _models.train(_models.WORKLOADS[name](tdev, "tiny"), 3, compile_backend="cuxla")
         runs[programs] = losses, cuxla.dynamo.report()
     (one, one_report), (three, three_report) = runs[1], runs[3]
     assert three == pytest.approx(one, rel=LOSS_RTOL[tdev], abs=0)
     assert three_report["xla_ops"] == three_report["aten_ops"] == one_report["aten_ops"], three_report
-    assert three_report["xla_programs"] == one_report["xla_programs"] + 2  # one backward, in 3
-    assert sum(three_report["largest_xla_program_bytes"]) < sum(one_report["largest_xla_program_bytes"])
+    assert three_report["xla_programs"] == one_report["xla_programs"] + 2  # one forward or backward, in 3
+    if half == "backward":
+        assert sum(three_report["largest_xla_program_bytes"]) < sum(one_report["largest_xla_program_bytes"])
 
 
+@pytest.mark.parametrize("half", ["FORWARD", "BACKWARD"])
 @pytest.mark.parametrize("said, read", [
-    ("3", "3"), ("", "1"),
-    ("0", "ValueError: CUXLA_BACKWARD_PROGRAMS='0' is not a whole number of programs, 1 or more")])
-def test_the_backwards_programs_are_read_from_the_environment(said, read):
-    code = ("try:\n    import cuxla.dynamo\n    print(cuxla.dynamo.backward_programs)\n"
+    ("3", "3"), ("", "1"), ("0", "ValueError: CUXLA_{half}_PROGRAMS='0' is not a whole number of programs, 1 or more")])
+def test_the_programs_a_graph_runs_as_are_read_from_the_environment(said, read, half):
+    code = (f"try:\n    import cuxla.dynamo\n    print(cuxla.dynamo.{half.lower()}_programs)\n"
             "except ValueError as error:\n    print(f'ValueError: {error}')")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                            env={**os.environ, "CUXLA_BACKWARD_PROGRAMS": said})
-    assert result.stdout.strip().splitlines()[-1] == read, result.stderr[-2000:]
+                            env={**os.environ, f"CUXLA_{half}_PROGRAMS": said})
+    assert result.stdout.strip().splitlines()[-1] == read.format(half=half), result.stderr[-2000:]
 
 
 def test_programs_in_sequence_let_each_input_go_after_its_last_reader():
