@@ -443,6 +443,9 @@ def run(name: str, steps: int = 3, device: str = "cpu", tolerance: float | None 
         step_ms_eager=statistics.median(eager_times[1:] or eager_times) * 1e3)
     if error is not None:
         return {**row, "verdict": "error", "detail": _first_line(error), "seconds": time.perf_counter() - start}
+    # Read before the step-by-step check trains again.
+    peak_mib_cuxla = _torch_memory.torch_max_memory_allocated() / 2**20 if cuda else None
+    peak_mib_xla = _torch_memory.xla_max_memory_allocated() / 2**20 if cuda else None
 
     steady, compiled_again = _steady_step(times, compiled)
     params = _compare_params(reference, model)
@@ -469,16 +472,17 @@ def run(name: str, steps: int = 3, device: str = "cpu", tolerance: float | None 
         detail += f"; eager {dtype} itself {own['losses']:.1e}, {own['parameters']:.1e} from {yardstick}"
     if wrong:
         detail += f" (worst: {'loss' if wrong == ['losses'] else params['worst_param']})"
-    if wrong and wider is not None and dropout != "default":
-        # Two runs of a sensitive model can part by rounding alone: each step judged from the same state
-        # (eager's, from the start, given to the other two at each step).
+    if wider is not None and dropout != "default":
+        # Each step judged from one state too (eager's, from the start, given to the other two before each
+        # step): two runs of a sensitive model can part by rounding alone, and two that agree can hide a
+        # wrong gradient (AdamW's first steps barely see a gradient's scale).
         reference.load_state_dict(initial)
         row["steps_from_one_state"] = _steps_from_one_state(reference, model, compiled_model, wider, batch,
                                                             _in_dtype(batch, yardstick), steps, sync)
         words, failing = _step_by_step(row["steps_from_one_state"], tolerance, f"{dtype} itself", yardstick)
         detail += words
-        if failing is None:
-            wrong, row["runs_part"] = [], True
+        row["runs_part"] = bool(wrong)
+        wrong = [] if failing is None else wrong or [f"step {failing}"]
     if compiled_again:
         detail += (f"; Dynamo compiled again in {compiled_again} of the {steps - 1} later steps"
                    + (", whose time the step's includes" if compiled_again == steps - 1 else ""))
@@ -488,8 +492,7 @@ def run(name: str, steps: int = 3, device: str = "cpu", tolerance: float | None 
         eager_vs_yardstick=own or None, cuxla_vs_yardstick=theirs or None,
         # The first step's extra time over a later one: tracing, partitioning, lowering, compiling.
         compile_s=max(times[0] - steady, 0.0),
-        peak_mib_cuxla=_torch_memory.torch_max_memory_allocated() / 2**20 if cuda else None,
-        peak_mib_xla=_torch_memory.xla_max_memory_allocated() / 2**20 if cuda else None,
+        peak_mib_cuxla=peak_mib_cuxla, peak_mib_xla=peak_mib_xla,
         # Training like eager with nothing in XLA is eager's pass, not cuxla's.
         verdict="wrong result" if wrong else "eager only" if not row["xla_ops"] else
         "pass step by step" if row.get("runs_part") else "pass", detail=detail,

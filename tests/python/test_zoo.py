@@ -171,6 +171,36 @@ def test_a_model_that_ran_all_in_eager_is_not_a_pass(monkeypatch):
     assert row["verdict"] == "eager only", row
 
 
+def test_a_gradient_a_fifth_too_large_is_wrong_though_adamw_trains_alike(monkeypatch):
+    # AdamW's first steps divide a gradient by its own scale: two independent runs agree to rounding,
+    # and only the gradients compared from one state at each step tell.
+    compile_ = torch.compile
+
+    class Doubling(torch.nn.Module):
+        def __init__(self, compiled):
+            super().__init__()
+            self.compiled = compiled
+
+        def forward(self, **inputs):
+            output = self.compiled(**inputs)
+            output.loss = output.loss + 0.2 * (output.loss - output.loss.detach())  # its value as eager's
+            return output
+
+    def doubling_compile(model, **options):
+        return Doubling(compile_(model, **options))
+
+    monkeypatch.setattr(torch, "compile", doubling_compile)
+    row = _zoo.run("BertForMaskedLM", steps=2)
+    assert row["max_loss_diff"] < 1e-6 and row["max_param_diff"] < 1e-4, row  # the runs agree: no longer enough
+    assert row["xla_ops"] and not row["runs_part"], row
+    assert [0.15 < s["cuxla"]["gradients"] < 0.25 for s in row["steps_from_one_state"]] == [True, True], row
+    assert row["verdict"] == "wrong result" and "step 1 is not" in row["detail"], row
+    monkeypatch.setattr(torch, "compile", compile_)
+    right = _zoo.run("BertForMaskedLM", steps=2)
+    assert right["verdict"] == "pass" and len(right["steps_from_one_state"]) == 2, right
+    assert "from eager's state at each step" in right["detail"], right
+
+
 def test_the_float64_yardstick_runs_mixture_of_experts_models():
     # GptOss's experts default to torch's grouped matrix product, which has no
     # float64 kernel: without a yardstick such a model is judged by the
