@@ -16,6 +16,7 @@ a hang costs one row.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import math
@@ -299,6 +300,21 @@ def _yardstick_copy(model, dtype: str):
     return wider
 
 
+@contextlib.contextmanager
+def _made_in(dtype):
+    """Tensors made without a dtype made in `dtype` (a torch dtype), as the
+    yardstick's model needs: XGLM fills its mask with its dtype's lowest
+    value through a tensor of the default dtype, which float64's overflows."""
+    import torch
+
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
+
+
 def _in_dtype(batch: dict, dtype: str) -> dict:
     """`batch` with its floating-point tensors in `dtype`."""
     import torch
@@ -414,7 +430,8 @@ def run(name: str, steps: int = 3, device: str = "cpu", tolerance: float | None 
         traceback.print_exc()
         return {**row, "verdict": "eager failed", "detail": _first_line(error), "seconds": time.perf_counter() - start}
     try:  # the yardstick of the run's own rounding
-        wider_losses, *_ = _train(wider, _in_dtype(batch, yardstick), steps, sync)
+        with _made_in(getattr(torch, yardstick)):
+            wider_losses, *_ = _train(wider, _in_dtype(batch, yardstick), steps, sync)
     except Exception as error:  # a kernel without the wider dtype: the tolerance alone decides
         row["yardstick_failed"], wider = _first_line(error), None
 
@@ -520,8 +537,9 @@ def _steps_from_one_state(eager, model, compiled_model, wider, batch: dict, wide
         for name, module, run_, inputs in (("eager", eager, eager, batch), ("cuxla", model, compiled_model, batch),
                                             ("yardstick", wider, wider, wide_batch)):
             module.zero_grad(set_to_none=True)
-            loss = run_(**inputs).loss
-            loss.backward()
+            with _made_in(next(wider.parameters()).dtype) if module is wider else contextlib.nullcontext():
+                loss = run_(**inputs).loss
+                loss.backward()
             sync()
             results[name] = (loss.item(), [p.grad for p in module.parameters()])
         loss, grads = results["eager"]

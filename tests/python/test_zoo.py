@@ -201,6 +201,17 @@ def test_a_gradient_a_fifth_too_large_is_wrong_though_adamw_trains_alike(monkeyp
     assert "from eager's state at each step" in right["detail"], right
 
 
+def test_the_yardstick_makes_its_own_tensors_in_its_dtype():
+    # XGLM fills its mask with its dtype's lowest value through a tensor of the default dtype.
+    with pytest.raises(RuntimeError), _zoo._made_in(torch.float64):
+        assert torch.ones(1).dtype == torch.float64
+        raise RuntimeError("the model failed")
+    assert torch.get_default_dtype() == torch.float32  # set back, whatever happened
+    row = _zoo.run("XGLMForCausalLM", steps=1)
+    assert "yardstick_failed" not in row and row["eager_vs_yardstick"]["losses"] < 1e-6, row
+    assert row["verdict"] == "pass" and len(row["steps_from_one_state"]) == 1, row
+
+
 def test_the_float64_yardstick_runs_mixture_of_experts_models():
     # GptOss's experts default to torch's grouped matrix product, which has no
     # float64 kernel: without a yardstick such a model is judged by the
