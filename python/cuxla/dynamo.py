@@ -608,11 +608,11 @@ def _aten_ops(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
 
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable:
-    """AOTAutograd's forward compiler: one XLA program when every op lowers
-    (`forward_programs` of them in sequence if set), XLA programs and eager
-    PyTorch otherwise, eager PyTorch when
-    nothing lowers; called with boxed arguments (one list). Never raises for
-    a graph it cannot lower: that graph runs in PyTorch, reported."""
+    """AOTAutograd's forward (and inference) compiler: one XLA program when
+    every op lowers (`forward_programs` in turn if more than one), XLA
+    programs and eager PyTorch otherwise, eager PyTorch when nothing lowers;
+    called with boxed arguments (one list). Never raises for a graph it
+    cannot lower: that graph runs in PyTorch, reported."""
     return _boxed(_timed(_compile_graph, gm, example_inputs, None, forward_programs))
 
 
