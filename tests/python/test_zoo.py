@@ -299,6 +299,19 @@ def test_steps_from_one_state_tell_a_wrong_gradient_from_rounding():
     assert all(s["cuxla"]["loss"] < 1e-6 and s["cuxla"]["gradients"] > 0.4 for s in wrong), wrong
 
 
+def test_each_step_is_judged_by_how_far_rounding_carries_the_model_at_any_step():
+    # Levit's eager float32 gradients were 0.11 and 0.16 of the largest from float64's at two steps, 0.002
+    # at the third: that step's sample of the model's conditioning is not its measure.
+    def step(cuxla, own):
+        return {"cuxla": {"loss": 0.0, "gradients": cuxla}, "yardstick": {"loss": 0.0, "gradients": own}}
+
+    levit = [step(0.25, 0.11), step(0.06, 0.16), step(0.07, 0.002)]
+    assert _zoo._step_by_step(levit, 1e-4, "float32 itself", "float64")[1] is None
+    assert _zoo._step_by_step(levit + [step(0.5, 0.1)], 1e-4, "float32 itself", "float64")[1] == 4
+    words, failing = _zoo._step_by_step([step(0.2, 1e-6), step(0.2, 2e-6)], 1e-4, "float32 itself", "float64")
+    assert failing == 1 and words.endswith(": step 1 is not"), words
+
+
 def test_a_composite_configs_parts_are_small_and_their_rates_zero_in_their_own_types():
     import transformers
 

@@ -289,8 +289,9 @@ def write_models(rows: list[dict], steps: int, dropout: str, tolerance: float, d
             f"{_zoo.YARDSTICKS[dtype]}, at most {_zoo.ROUNDING_SLACK:g}x as far from it as eager. Parameters: "
             f"max|a - b| over the model's largest |a|, tensors whose gradient is rounding noise in both runs "
             f"left out. And from eager's state at each step, each step's loss and gradients (max|a - b| over "
-            f"the largest gradient) within the same bounds: runs that part by rounding alone but meet these "
-            f"pass step by step.")
+            f"the largest gradient) within {tolerance:g} of eager's or {_zoo.ROUNDING_SLACK:g}x eager's own "
+            f"distance from {_zoo.YARDSTICKS[dtype]} at its furthest step: runs that part by rounding alone "
+            f"but meet this pass step by step.")
     lines = [f"Model zoo on {card}: {steps} AdamW steps (lr 1e-3), eager vs torch.compile(backend=\"cuxla\"), "
              f"batch 2 x 16, small configs, random weights, {dtype}, dropout {dropout}{pool_said}. {rule} "
              f"Compile: first cuxla step minus the median later step that compiled nothing. Graph breaks: "
