@@ -291,7 +291,8 @@ def write_models(rows: list[dict], steps: int, dropout: str, tolerance: float, d
             f"left out. And from eager's state at each step, each step's loss and gradients (max|a - b| over "
             f"the largest gradient) within {tolerance:g} of eager's or {_zoo.ROUNDING_SLACK:g}x eager's own "
             f"distance from {_zoo.YARDSTICKS[dtype]} at its furthest step: runs that part by rounding alone "
-            f"but meet this pass step by step.")
+            f"but meet this pass step by step; runs that agree fail it only if every step is apart (the batch "
+            f"is the same at each: a wrong lowering is wrong at every step, a near tie tips at one).")
     lines = [f"Model zoo on {card}: {steps} AdamW steps (lr 1e-3), eager vs torch.compile(backend=\"cuxla\"), "
              f"batch 2 x 16, small configs, random weights, {dtype}, dropout {dropout}{pool_said}. {rule} "
              f"Compile: first cuxla step minus the median later step that compiled nothing. Graph breaks: "
