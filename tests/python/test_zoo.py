@@ -176,7 +176,7 @@ def test_a_gradient_a_fifth_too_large_is_wrong_though_adamw_trains_alike(monkeyp
     # and only the gradients compared from one state at each step tell.
     compile_ = torch.compile
 
-    class Doubling(torch.nn.Module):
+    class GradientScaled(torch.nn.Module):
         def __init__(self, compiled):
             super().__init__()
             self.compiled = compiled
@@ -186,10 +186,10 @@ def test_a_gradient_a_fifth_too_large_is_wrong_though_adamw_trains_alike(monkeyp
             output.loss = output.loss + 0.2 * (output.loss - output.loss.detach())  # its value as eager's
             return output
 
-    def doubling_compile(model, **options):
-        return Doubling(compile_(model, **options))
+    def compile_scaling_the_gradient(model, **options):
+        return GradientScaled(compile_(model, **options))
 
-    monkeypatch.setattr(torch, "compile", doubling_compile)
+    monkeypatch.setattr(torch, "compile", compile_scaling_the_gradient)
     row = _zoo.run("BertForMaskedLM", steps=2)
     assert row["max_loss_diff"] < 1e-6 and row["max_param_diff"] < 1e-4, row  # the runs agree: no longer enough
     assert row["xla_ops"] and not row["runs_part"], row
