@@ -111,6 +111,17 @@ def _frameworks_report() -> None:
         print(f"  {name}: " + (version if version else f"not installed (needed for {use})"))
     if torch_version is not None and _version("jax") is not None:
         print(f"  torch.compile's attention on CUDA: {_cuda_attention()}")
+        print(f"  torch.compile's graphs: {_programs()}")
+
+
+def _programs() -> str:
+    """How many XLA programs a compiled forward and backward run as (CUXLA_FORWARD_PROGRAMS, CUXLA_BACKWARD_PROGRAMS)."""
+    try:
+        import cuxla.dynamo
+    except (ValueError, ImportError) as error:  # a setting that is not a number of programs; no torchax
+        return str(error)
+    return (f"a forward as {cuxla.dynamo.forward_programs}, a backward as {cuxla.dynamo.backward_programs} "
+            f"XLA program(s) (CUXLA_FORWARD_PROGRAMS, CUXLA_BACKWARD_PROGRAMS)")
 
 
 def _cuda_attention() -> str:

@@ -89,6 +89,18 @@ def test_info_says_which_attention_compiled_cuda_graphs_run():
     assert said("flash") == ["CUXLA_ATTENTION='flash' is not one of xla, cudnn"]
 
 
+def test_info_says_how_many_programs_compiled_graphs_run_as():
+    def said(**settings: str) -> list[str]:
+        env = {k: v for k, v in os.environ.items() if not k.endswith("_PROGRAMS")}
+        out = _run("info", env={**env, **settings}).stdout
+        return [line.split(": ", 1)[1] for line in out.splitlines() if "torch.compile's graphs" in line]
+
+    assert said() == ["a forward as 1, a backward as 1 XLA program(s) (CUXLA_FORWARD_PROGRAMS, CUXLA_BACKWARD_PROGRAMS)"]
+    assert said(CUXLA_FORWARD_PROGRAMS="3", CUXLA_BACKWARD_PROGRAMS="4")[0].startswith("a forward as 3, a backward as 4 ")
+    assert said(CUXLA_BACKWARD_PROGRAMS="four") == [
+        "CUXLA_BACKWARD_PROGRAMS='four' is not a whole number of programs, 1 or more"]
+
+
 def test_info_says_why_a_platform_is_missing(client):
     result = _run("info")
     for platform in ("cuda", "cpu"):
