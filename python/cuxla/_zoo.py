@@ -289,22 +289,30 @@ TOLERANCES = {"float32": 1e-4, "bfloat16": 1e-2}
 
 
 def _yardstick_copy(model, dtype: str):
-    """The yardstick's model, in `dtype`. Mixture-of-experts layers run there
-    through transformers' reference loop over the experts: torch's grouped
-    matrix product, their default, has no float64 kernel."""
+    """The yardstick's model, in `dtype`, its forward making in `dtype` the
+    tensors it makes without one (`_made_in`). Mixture-of-experts layers run
+    there through transformers' reference loop over the experts: torch's
+    grouped matrix product, their default, has no float64 kernel."""
     import torch
 
     wider = copy.deepcopy(model).to(getattr(torch, dtype))
     if getattr(wider.config, "_experts_implementation", None) not in (None, "eager"):
         wider.set_experts_implementation("eager")
+    forward = wider.forward
+
+    def forward_in_its_dtype(*args, **kwargs):
+        with _made_in(getattr(torch, dtype)):
+            return forward(*args, **kwargs)
+
+    wider.forward = forward_in_its_dtype
     return wider
 
 
 @contextlib.contextmanager
 def _made_in(dtype):
     """Tensors made without a dtype made in `dtype` (a torch dtype), as the
-    yardstick's model needs: XGLM fills its mask with its dtype's lowest
-    value through a tensor of the default dtype, which float64's overflows."""
+    yardstick's model's forward needs: XGLM fills its mask with its dtype's
+    lowest value through a tensor of the default dtype, which float64's overflows."""
     import torch
 
     before = torch.get_default_dtype()
@@ -430,8 +438,7 @@ def run(name: str, steps: int = 3, device: str = "cpu", tolerance: float | None 
         traceback.print_exc()
         return {**row, "verdict": "eager failed", "detail": _first_line(error), "seconds": time.perf_counter() - start}
     try:  # the yardstick of the run's own rounding
-        with _made_in(getattr(torch, yardstick)):
-            wider_losses, *_ = _train(wider, _in_dtype(batch, yardstick), steps, sync)
+        wider_losses, *_ = _train(wider, _in_dtype(batch, yardstick), steps, sync)
     except Exception as error:  # a kernel without the wider dtype: the tolerance alone decides
         row["yardstick_failed"], wider = _first_line(error), None
 
@@ -537,9 +544,8 @@ def _steps_from_one_state(eager, model, compiled_model, wider, batch: dict, wide
         for name, module, run_, inputs in (("eager", eager, eager, batch), ("cuxla", model, compiled_model, batch),
                                             ("yardstick", wider, wider, wide_batch)):
             module.zero_grad(set_to_none=True)
-            with _made_in(next(wider.parameters()).dtype) if module is wider else contextlib.nullcontext():
-                loss = run_(**inputs).loss
-                loss.backward()
+            loss = run_(**inputs).loss
+            loss.backward()
             sync()
             results[name] = (loss.item(), [p.grad for p in module.parameters()])
         loss, grads = results["eager"]
